@@ -1,0 +1,170 @@
+"""Kubernetes Status errors: one exception class per Status reason.
+
+The apiserver raises these and renders them as `Status` objects; the API client
+parses a `Status` answer back into the same classes (`error_from_status`). One tree
+for both sides keeps the wording in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ApiError(Exception):
+    """A Kubernetes `Status` with `status: Failure`."""
+
+    code: ClassVar[int] = 500
+    reason: ClassVar[str] = "InternalError"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+        self.headers = headers or {}
+
+    def status(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+class BadRequest(ApiError):
+    code, reason = 400, "BadRequest"
+
+
+class Unauthorized(ApiError):
+    code, reason = 401, "Unauthorized"
+
+
+class Forbidden(ApiError):
+    code, reason = 403, "Forbidden"
+
+
+class NotFound(ApiError):
+    code, reason = 404, "NotFound"
+
+
+class MethodNotAllowed(ApiError):
+    code, reason = 405, "MethodNotAllowed"
+
+
+class NotAcceptable(ApiError):
+    code, reason = 406, "NotAcceptable"
+
+
+class AlreadyExists(ApiError):
+    code, reason = 409, "AlreadyExists"
+
+
+class Conflict(ApiError):
+    code, reason = 409, "Conflict"
+
+
+class Gone(ApiError):
+    """A watch or list from a resourceVersion that etcd has compacted away."""
+
+    code, reason = 410, "Expired"
+
+
+class RequestEntityTooLarge(ApiError):
+    code, reason = 413, "RequestEntityTooLarge"
+
+
+class UnsupportedMediaType(ApiError):
+    code, reason = 415, "UnsupportedMediaType"
+
+
+class Invalid(ApiError):
+    code, reason = 422, "Invalid"
+
+
+class TooManyRequests(ApiError):
+    code, reason = 429, "TooManyRequests"
+
+
+class InternalError(ApiError):
+    code, reason = 500, "InternalError"
+
+
+class ServiceUnavailable(ApiError):
+    code, reason = 503, "ServiceUnavailable"
+
+
+class Timeout(ApiError):
+    code, reason = 504, "Timeout"
+
+
+_BY_REASON: dict[str, type[ApiError]] = {
+    cls.reason: cls
+    for cls in (
+        BadRequest, Unauthorized, Forbidden, NotFound, MethodNotAllowed, NotAcceptable,
+        AlreadyExists, Conflict, Gone, RequestEntityTooLarge, UnsupportedMediaType,
+        Invalid, TooManyRequests, InternalError, ServiceUnavailable, Timeout,
+    )
+}
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,
+    405: MethodNotAllowed, 406: NotAcceptable, 409: Conflict, 410: Gone,
+    413: RequestEntityTooLarge, 415: UnsupportedMediaType, 422: Invalid,
+    429: TooManyRequests, 500: InternalError, 503: ServiceUnavailable, 504: Timeout,
+}
+
+
+def error_from_status(status: dict[str, Any], *, code: int | None = None) -> ApiError:
+    """Rebuild the exception a `Status` body describes (reason first, then code)."""
+    reason = str(status.get("reason") or "")
+    status_code = int(status.get("code") or code or 500)
+    cls = _BY_REASON.get(reason) or _BY_CODE.get(status_code, ApiError)
+    if reason == "Gone":
+        cls = Gone
+    err = cls(str(status.get("message") or reason or f"HTTP {status_code}"),
+              details=status.get("details") or {})
+    return err
+
+
+def not_found(resource: str, name: str) -> NotFound:
+    return NotFound(f'{resource} "{name}" not found', details={"name": name, "kind": resource})
+
+
+def already_exists(resource: str, name: str) -> AlreadyExists:
+    return AlreadyExists(f'{resource} "{name}" already exists',
+                         details={"name": name, "kind": resource})
+
+
+def conflict(resource: str, name: str, why: str | None = None) -> Conflict:
+    why = why or ("the object has been modified; please apply your changes to the latest "
+                  "version and try again")
+    return Conflict(f'Operation cannot be fulfilled on {resource} "{name}": {why}',
+                    details={"name": name, "kind": resource})
+
+
+def invalid(kind: str, name: str, causes: list[dict[str, str]], *, group: str = "") -> Invalid:
+    """A 422 with one cause per problem, worded as kube-apiserver words it.
+
+    Each cause is `{"reason": "FieldValueInvalid", "message": "...", "field": "..."}`;
+    the top-level message joins `field: message` pairs the way
+    `apimachinery/pkg/api/errors.NewInvalid` does.
+    """
+    parts = [f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes]
+    joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    return Invalid(f'{kind} "{name}" is invalid: {joined}',
+                   details={"name": name, "group": group, "kind": kind, "causes": causes})
+
+
+def too_old_resource_version(requested: int, oldest: int) -> Gone:
+    return Gone(f"too old resource version: {requested} ({oldest})")

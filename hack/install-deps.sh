@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the system packages kubelite needs when they are missing (Debian, as root).
+set -euo pipefail
+missing=()
+command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || missing+=(etcd-server)
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+[ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || missing+=(busybox-static)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
