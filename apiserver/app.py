@@ -1,0 +1,456 @@
+"""The HTTP face of the apiserver: one route serves every resource under /api/v1.
+
+A request is parsed into a `Target` (resource, namespace, name, subresource), its body
+decoded (JSON or YAML, size- and type-checked), handed to the `Registry` verb, and the
+answer rendered as JSON, as a Table when kubectl asks for one, or as a watch stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+
+from apiserver import discovery, patch, tables
+from apiserver.registry import Registry
+from apiserver.resources import RESOURCES, Resource
+from apiserver.selectors import parse_field_selector, parse_label_selector
+from apiserver.storage import Storage, Unavailable
+from apiserver.watch import WatchRequest, open_watch, watch_lines
+from common import errors
+
+log = logging.getLogger("apiserver")
+
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit for a request body
+DEFAULT_WATCH_TIMEOUT = 1800  # kube's --min-request-timeout
+JSON_TYPES = ("application/json", "")
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+PATCH_TYPES = {
+    "application/merge-patch+json": "merge",
+    "application/json-patch+json": "json",
+    "application/strategic-merge-patch+json": "strategic",
+}
+ACCEPTED_BODY_TYPES = "application/json, application/yaml"
+SUCCESS_CREATED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                   "code": 201}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    resource: Resource
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def parse_target(path: str) -> Target:
+    """`namespaces/default/pods/web/status` -> Target(pods, default, web, status)."""
+    parts = [p for p in path.strip("/").split("/") if p]
+    namespace: str | None = None
+    if (len(parts) >= 3 and parts[0] == "namespaces" and parts[2] not in ("status", "finalize")):
+        namespace, parts = parts[1], parts[2:]
+    if not parts or len(parts) > 3:
+        raise errors.NotFound("the server could not find the requested resource")
+    resource = RESOURCES.get(parts[0])
+    if resource is None or (namespace is not None and not resource.namespaced):
+        raise errors.NotFound("the server could not find the requested resource")
+    name = parts[1] if len(parts) > 1 else None
+    subresource = parts[2] if len(parts) > 2 else None
+    if name is not None and resource.namespaced and namespace is None:
+        raise errors.NotFound("the server could not find the requested resource")
+    if subresource is not None and subresource not in resource.subresources:
+        raise errors.NotFound("the server could not find the requested resource")
+    return Target(resource, namespace, name, subresource)
+
+
+def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None,
+                  ) -> Response:
+    return Response(json.dumps(obj, separators=(",", ":")), status_code=status,
+                    media_type="application/json", headers=headers)
+
+
+def status_response(err: errors.ApiError) -> Response:
+    return json_response(err.status(), err.code, headers=err.headers or None)
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+async def read_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise errors.RequestEntityTooLarge("the server has received a request that is too large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise errors.RequestEntityTooLarge(
+                "the server has received a request that is too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_document(raw: bytes, kind: str) -> Any:
+    if kind == "yaml":
+        try:
+            return yaml.safe_load(raw.decode("utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise errors.BadRequest(f"error decoding YAML: {e}") from None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise errors.BadRequest(f"couldn't get version/kind; json parse error: {e}") from None
+
+
+async def decode_object(request: Request, resource: Resource, *, kind: str | None = None,
+                        ) -> dict[str, Any]:
+    """The request body as an object of `kind` (JSON or YAML)."""
+    content_type = media_type(request)
+    if content_type in JSON_TYPES:
+        fmt = "json"
+    elif content_type in YAML_TYPES:
+        fmt = "yaml"
+    else:
+        raise errors.UnsupportedMediaType(
+            f'the body of the request was in an unknown format - accepted media types include: '
+            f'{ACCEPTED_BODY_TYPES}')
+    raw = await read_body(request)
+    if not raw.strip():
+        raise errors.BadRequest("the body of the request was empty")
+    body = parse_document(raw, fmt)
+    expected_kind = kind or resource.kind
+    if not isinstance(body, dict):
+        raise errors.BadRequest(f"the body of the request is not a {expected_kind} object")
+    body_kind, api_version = body.get("kind"), body.get("apiVersion")
+    if body_kind not in (None, "", expected_kind):
+        raise errors.BadRequest(f'{expected_kind} in version "v1" cannot be handled as a '
+                                f'{expected_kind}: kind "{body_kind}" does not match '
+                                f'"{expected_kind}"')
+    if api_version not in (None, "", "v1"):
+        raise errors.BadRequest(f'the API version in the data ({api_version}) does not match '
+                                f'the expected API version (v1)')
+    if not isinstance(body.get("metadata", {}), dict):
+        raise errors.BadRequest(f'{expected_kind} in version "v1" cannot be handled as a '
+                                f'{expected_kind}: metadata must be an object')
+    return body
+
+
+def check_body_namespace(body: dict[str, Any], namespace: str | None) -> None:
+    body_ns = (body.get("metadata") or {}).get("namespace")
+    if namespace is not None and body_ns and body_ns != namespace:
+        raise errors.BadRequest("the namespace of the provided object does not match the "
+                                "namespace sent on the request")
+
+
+def unknown_field_outcome(request: Request, kind: str, unknown: list[str]) -> dict[str, str]:
+    """fieldValidation=Strict rejects unknown fields; Warn (the default) reports them."""
+    if not unknown:
+        return {}
+    mode = request.query_params.get("fieldValidation", "Warn")
+    if mode not in ("Strict", "Warn", "Ignore"):
+        raise errors.BadRequest(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", '
+                                f'got "{mode}"')
+    described = ", ".join(f'unknown field "{path}"' for path in unknown)
+    if mode == "Strict":
+        raise errors.BadRequest(f'{kind} in version "v1" cannot be handled as a {kind}: '
+                                f'strict decoding error: {described}')
+    if mode == "Warn":
+        return {"Warning": ", ".join(
+            '299 - "' + f'unknown field "{p}"'.replace('"', '\\"') + '"' for p in unknown)}
+    return {}
+
+
+def query_bool(request: Request, name: str) -> bool:
+    return request.query_params.get(name, "").lower() in ("true", "1")
+
+
+def query_int(request: Request, name: str) -> int | None:
+    value = request.query_params.get(name)
+    if value in (None, ""):
+        return None
+    try:
+        return int(str(value))
+    except ValueError:
+        raise errors.BadRequest(f'invalid value for {name}: "{value}"') from None
+
+
+class ApiServer:
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    async def dispatch(self, request: Request, path: str) -> Response:
+        target = parse_target(path)
+        method = request.method
+        if target.name is None:
+            if method == "GET":
+                return await self.list_or_watch(request, target)
+            if method == "POST":
+                return await self.create(request, target)
+        elif target.subresource is None:
+            if method == "GET":
+                return self.render(request, target, await self.registry.get(
+                    target.resource, target.namespace, target.name))
+            if method == "PUT":
+                return await self.update(request, target)
+            if method == "PATCH":
+                return await self.patch(request, target)
+            if method == "DELETE":
+                return await self.delete(request, target)
+        elif target.subresource == "status":
+            if method == "GET":
+                return json_response(await self.registry.get(
+                    target.resource, target.namespace, target.name))
+            if method == "PUT":
+                return await self.update(request, target)
+            if method == "PATCH":
+                return await self.patch(request, target)
+        elif target.subresource == "binding" and method == "POST":
+            return await self.bind(request, target)
+        elif target.subresource == "log" and method == "GET":
+            return await self.pod_log(request, target)
+        raise errors.MethodNotAllowed("the server does not allow this method on the requested "
+                                      "resource")
+
+    # -- reads -------------------------------------------------------------------------
+
+    def render(self, request: Request, target: Target, obj: dict[str, Any]) -> Response:
+        if tables.wants_table(request.headers.get("accept")):
+            return json_response(tables.to_table(
+                target.resource.plural, [obj],
+                resource_version=obj["metadata"].get("resourceVersion", ""),
+                include_object=request.query_params.get("includeObject", "Metadata")))
+        return json_response(obj)
+
+    def selectors(self, request: Request, resource: Resource) -> tuple[Any, Any]:
+        label_text = request.query_params.get("labelSelector", "")
+        field_text = request.query_params.get("fieldSelector", "")
+        labels = parse_label_selector(label_text) if label_text else None
+        fields = parse_field_selector(field_text, resource.plural) if field_text else None
+        return labels, fields
+
+    async def list_or_watch(self, request: Request, target: Target) -> Response:
+        labels, fields = self.selectors(request, target.resource)
+        if query_bool(request, "watch"):
+            return await self.watch(request, target, labels, fields)
+        items, revision = await self.registry.list_objects(target.resource, target.namespace,
+                                                   labels=labels, fields=fields)
+        if tables.wants_table(request.headers.get("accept")):
+            return json_response(tables.to_table(
+                target.resource.plural, items, resource_version=str(revision),
+                include_object=request.query_params.get("includeObject", "Metadata")))
+        return json_response({"kind": target.resource.list_kind, "apiVersion": "v1",
+                              "metadata": {"resourceVersion": str(revision)}, "items": items})
+
+    async def watch(self, request: Request, target: Target, labels: Any, fields: Any,
+                    ) -> Response:
+        timeout = query_int(request, "timeoutSeconds")
+        watch_request = WatchRequest(
+            resource=target.resource, namespace=target.namespace,
+            resource_version=request.query_params.get("resourceVersion"),
+            labels=labels, fields=fields,
+            timeout_seconds=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
+            bookmarks=query_bool(request, "allowWatchBookmarks"))
+        events = await open_watch(self.registry, watch_request)
+        render = None
+        if tables.wants_table(request.headers.get("accept")):
+            render = table_event_renderer(target.resource.plural,
+                                          request.query_params.get("includeObject", "Metadata"))
+        return StreamingResponse(
+            watch_lines(events, timeout=watch_request.timeout_seconds, render=render),
+            media_type="application/json", headers={"Transfer-Encoding": "chunked"})
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def create(self, request: Request, target: Target) -> Response:
+        body = await decode_object(request, target.resource)
+        check_body_namespace(body, target.namespace)
+        obj, unknown = await self.registry.create(target.resource, target.namespace, body)
+        headers = unknown_field_outcome(request, target.resource.kind, unknown)
+        log.info("created %s %s", target.resource.plural, describe(obj))
+        return json_response(obj, 201, headers)
+
+    async def update(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        body = await decode_object(request, target.resource)
+        check_body_namespace(body, target.namespace)
+        obj, unknown = await self.registry.update(target.resource, target.namespace,
+                                                  target.name, body,
+                                                  subresource=target.subresource)
+        headers = unknown_field_outcome(request, target.resource.kind, unknown)
+        return json_response(obj, 200, headers)
+
+    async def patch(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        patch_type = PATCH_TYPES.get(media_type(request))
+        if patch_type is None:
+            raise errors.UnsupportedMediaType(
+                f'the body of the request was in an unknown format - accepted media types '
+                f'include: {", ".join(PATCH_TYPES)}')
+        document = parse_document(await read_body(request), "json")
+        resource = target.resource
+        precondition = None
+        if isinstance(document, dict):
+            precondition = (document.get("metadata") or {}).get("resourceVersion") or None
+
+        def apply(current: dict[str, Any]) -> dict[str, Any]:
+            if patch_type == "merge":
+                patched = patch.apply_merge_patch(current, document)
+            elif patch_type == "json":
+                patched = patch.apply_json_patch(current, document)
+            else:
+                patched = patch.apply_strategic_merge_patch(current, document,
+                                                            resource=resource.plural)
+            from apiserver import objects, schema
+            pruned, _ = schema.decode(resource.plural, patched)
+            return objects.prepare_for_update(resource, pruned, current,
+                                              subresource=target.subresource)
+
+        obj = await self.registry.guaranteed_update(resource, target.namespace, target.name,
+                                                    apply, precondition=precondition)
+        return json_response(obj)
+
+    async def delete(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        options: dict[str, Any] = {}
+        if media_type(request) in JSON_TYPES + YAML_TYPES:
+            raw = await read_body(request)
+            if raw.strip():
+                parsed = parse_document(raw, "yaml" if media_type(request) in YAML_TYPES
+                                        else "json")
+                if not isinstance(parsed, dict):
+                    raise errors.BadRequest("DeleteOptions must be an object")
+                options = parsed
+        grace = query_int(request, "gracePeriodSeconds")
+        if grace is None and options.get("gracePeriodSeconds") is not None:
+            grace = int(options["gracePeriodSeconds"])
+        obj, deleted = await self.registry.delete(
+            target.resource, target.namespace, target.name, grace_period=grace,
+            preconditions=options.get("preconditions"))
+        log.info("%s %s %s", "deleted" if deleted else "marked for deletion",
+                 target.resource.plural, describe(obj))
+        if target.resource.returns_deleted_object or not deleted:
+            return json_response(obj)
+        return json_response({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": target.name, "kind": target.resource.plural,
+                        "uid": obj["metadata"].get("uid")}})
+
+    async def bind(self, request: Request, target: Target) -> Response:
+        assert target.name is not None and target.namespace is not None
+        binding = await decode_object(request, target.resource, kind="Binding")
+        body_name = (binding.get("metadata") or {}).get("name")
+        if body_name and body_name != target.name:
+            raise errors.BadRequest(f"the name of the object ({body_name}) does not match the "
+                                    f"name on the URL ({target.name})")
+        await self.registry.bind(target.namespace, target.name, binding)
+        log.info("bound pod %s/%s to %s", target.namespace, target.name,
+                 (binding.get("target") or {}).get("name"))
+        return json_response(SUCCESS_CREATED, 201)
+
+    async def pod_log(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        from apiserver.logs import proxy_pod_log
+
+        pod = await self.registry.get(target.resource, target.namespace, target.name)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            raise errors.BadRequest(f"pod {target.name} does not have a host assigned")
+        node = await self.registry.get(RESOURCES["nodes"], None, node_name)
+        return await proxy_pod_log(pod, node, dict(request.query_params))
+
+
+def describe(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    return f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+
+
+def table_event_renderer(resource: str, include_object: str) -> Any:
+    first = True
+
+    def render(event: dict[str, Any]) -> dict[str, Any]:
+        nonlocal first
+        if event["type"] in ("ERROR", "BOOKMARK"):
+            return event
+        obj = event["object"]
+        table = tables.to_table(resource, [obj],
+                                resource_version=obj["metadata"].get("resourceVersion", ""),
+                                include_object=include_object,
+                                include_column_definitions=first)
+        first = False
+        return {"type": event["type"], "object": table}
+
+    return render
+
+
+def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
+               event_ttl: int = 3600) -> FastAPI:
+    storage = Storage(etcd_servers)
+    registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
+    server = ApiServer(registry)
+
+    async def bootstrap() -> None:
+        while True:
+            try:
+                await registry.ensure_default_namespaces()
+                return
+            except Unavailable as e:
+                log.warning("etcd not reachable yet (%s); retrying", e)
+                await asyncio.sleep(1)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await storage.start()
+        task = asyncio.create_task(bootstrap())
+        log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
+        yield
+        task.cancel()
+        await storage.close()
+
+    app = FastAPI(title="kubelite apiserver", lifespan=lifespan, docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.registry = registry
+
+    @app.exception_handler(errors.ApiError)
+    async def api_error(request: Request, exc: errors.ApiError) -> Response:
+        return status_response(exc)
+
+    async def handle(request: Request, path: str) -> Response:
+        try:
+            return await server.dispatch(request, path)
+        except errors.ApiError as e:
+            return status_response(e)
+        except Unavailable as e:
+            log.warning("%s %s: %s", request.method, request.url.path, e)
+            return status_response(errors.ServiceUnavailable(
+                f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
+
+    app.add_api_route("/api/v1/{path:path}", handle,
+                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+
+    @app.get("/healthz", include_in_schema=False)
+    @app.get("/livez", include_in_schema=False)
+    async def healthz() -> Response:
+        return PlainTextResponse("ok")
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        try:
+            await storage.revision()
+        except Unavailable as e:
+            return PlainTextResponse(f"[-]etcd failed: {e}\nreadyz check failed", 503)
+        return PlainTextResponse("ok")
+
+    app.include_router(discovery.router)
+    return app

@@ -1,0 +1,149 @@
+"""Pure decisions about objects: server-set metadata, what an update may change, deletion.
+
+These mirror the `rest.RESTCreateStrategy`/`RESTUpdateStrategy` hooks of kube-apiserver
+(PrepareForCreate, PrepareForUpdate, CheckGracefulDelete) for the resources we serve.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apiserver.resources import Resource
+
+# kube's generateName suffix alphabet (no vowels, no confusable digits), 5 characters.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SERVER_SET_META = ("uid", "creationTimestamp", "deletionTimestamp",
+                    "deletionGracePeriodSeconds", "generation", "resourceVersion", "selfLink")
+
+
+def now_rfc3339(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def generate_name(prefix: str) -> str:
+    return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+
+def with_resource_version(obj: dict[str, Any], revision: int) -> dict[str, Any]:
+    """A shallow copy of `obj` whose metadata carries `resourceVersion` (never stored)."""
+    out = dict(obj)
+    out["metadata"] = {**obj.get("metadata", {}), "resourceVersion": str(revision)}
+    return out
+
+
+def without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata") or {}
+    if "resourceVersion" not in meta:
+        return obj
+    out = dict(obj)
+    out["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+    return out
+
+
+def prepare_for_create(resource: Resource, obj: dict[str, Any], *,
+                       namespace: str | None, now: datetime | None = None) -> dict[str, Any]:
+    """Set server-owned metadata; drop the status a client may not set on create."""
+    out = dict(obj)
+    out["apiVersion"] = "v1"
+    out["kind"] = resource.kind
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_SET_META}
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = generate_name(meta["generateName"])
+    if resource.namespaced:
+        meta["namespace"] = namespace
+    else:
+        meta.pop("namespace", None)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_rfc3339(now)
+    if resource.has_status or "spec" in obj:
+        meta["generation"] = 1
+    out["metadata"] = meta
+    if resource.has_status and not resource.keeps_status_on_create:
+        out["status"] = {}
+    return out
+
+
+def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, Any], *,
+                       subresource: str | None) -> dict[str, Any]:
+    """What an update keeps from the stored object.
+
+    The main resource cannot change `status`; the status subresource can change only
+    `status`. Server-set metadata always comes from the stored object, and
+    `metadata.generation` goes up when the spec changes.
+    """
+    if subresource == "status":
+        out = dict(old)
+        out["status"] = new.get("status") or {}
+        return out
+    out = dict(new)
+    out["apiVersion"] = "v1"
+    out["kind"] = resource.kind
+    old_meta = old.get("metadata") or {}
+    meta = {k: v for k, v in (new.get("metadata") or {}).items() if k not in _SERVER_SET_META}
+    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                "generation"):
+        if key in old_meta:
+            meta[key] = old_meta[key]
+    meta["name"] = old_meta.get("name")
+    if "namespace" in old_meta:
+        meta["namespace"] = old_meta["namespace"]
+    # kube keeps generateName as sent on the stored object unless changed explicitly
+    if "generateName" in old_meta and "generateName" not in meta:
+        meta["generateName"] = old_meta["generateName"]
+    if resource.has_status:
+        if "status" in old:
+            out["status"] = old["status"]
+        else:
+            out.pop("status", None)
+    if "generation" in old_meta and new.get("spec") != old.get("spec"):
+        meta["generation"] = int(old_meta["generation"]) + 1
+    out["metadata"] = meta
+    return out
+
+
+def pod_delete_grace(pod: dict[str, Any], requested: int | None) -> int:
+    """kube's CheckGracefulDelete for pods: how long the kubelet gets to stop it."""
+    spec = pod.get("spec") or {}
+    if not spec.get("nodeName"):
+        return 0  # never ran anywhere: nothing to stop
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    if requested is not None:
+        return max(0, requested)
+    grace = spec.get("terminationGracePeriodSeconds")
+    return 30 if grace is None else max(0, int(grace))
+
+
+def mark_for_deletion(obj: dict[str, Any], grace: int, *,
+                      now: datetime | None = None) -> dict[str, Any] | None:
+    """Set deletionTimestamp/deletionGracePeriodSeconds; None when nothing would change.
+
+    A second delete may shorten the grace period, never lengthen it (kube's
+    BeforeDelete rule).
+    """
+    meta = obj.get("metadata") or {}
+    current = meta.get("deletionGracePeriodSeconds")
+    if meta.get("deletionTimestamp") and current is not None and grace >= int(current):
+        return None
+    out = copy.copy(obj)
+    when = (now or datetime.now(UTC)) + timedelta(seconds=grace)
+    out["metadata"] = {**meta, "deletionTimestamp": now_rfc3339(when),
+                       "deletionGracePeriodSeconds": grace}
+    return out
+
+
+def bind_pod(pod: dict[str, Any], node_name: str, *, now: datetime | None = None) -> dict[str, Any]:
+    """The pod after a Binding: `spec.nodeName` set and PodScheduled=True."""
+    out = dict(pod)
+    out["spec"] = {**(pod.get("spec") or {}), "nodeName": node_name}
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                       "lastTransitionTime": now_rfc3339(now)})
+    status["conditions"] = conditions
+    out["status"] = status
+    return out

@@ -1,0 +1,270 @@
+"""The verbs of every resource on etcd: create, get, list, update, patch, delete, bind.
+
+Each verb turns storage outcomes into Kubernetes Status errors; nothing is written
+unless the whole request is valid. Updates without a resourceVersion precondition
+retry on a concurrent write (kube's GuaranteedUpdate); with one, a stale version is a
+409 Conflict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from apiserver import defaults, objects, schema, validation
+from apiserver.resources import (
+    DEFAULT_NAMESPACES,
+    RESOURCES,
+    Resource,
+    collection_prefix,
+    namespace_key,
+    object_key,
+)
+from apiserver.selectors import FieldSelector, LabelSelector, selectable_fields
+from apiserver.storage import (
+    KV,
+    KeyExists,
+    KeyNotFound,
+    RequiredKeyMissing,
+    RevisionMismatch,
+    Storage,
+)
+from common import errors
+
+log = logging.getLogger("apiserver")
+
+Mutation = Callable[[dict[str, Any]], dict[str, Any]]
+MAX_UPDATE_ATTEMPTS = 20
+
+
+def check_no_causes(resource: Resource, name: str, causes: list[dict[str, str]]) -> None:
+    if causes:
+        raise errors.invalid(resource.kind, name, causes)
+
+
+def object_name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+class LeaseManager:
+    """Reuses one etcd lease for the events written within a minute (kube does the same)."""
+
+    REUSE_SECONDS = 60
+
+    def __init__(self, storage: Storage, ttl: int) -> None:
+        self.storage = storage
+        self.ttl = ttl
+        self._lease = 0
+        self._granted_at = 0.0
+        self._lock = asyncio.Lock()
+
+    async def lease(self) -> int:
+        async with self._lock:
+            if not self._lease or time.monotonic() - self._granted_at > self.REUSE_SECONDS:
+                self._lease = await self.storage.grant_lease(self.ttl + self.REUSE_SECONDS)
+                self._granted_at = time.monotonic()
+            return self._lease
+
+
+class Registry:
+    def __init__(self, storage: Storage, *, prefix: str = "/registry",
+                 event_ttl: int = 3600) -> None:
+        self.storage = storage
+        self.prefix = prefix.rstrip("/")
+        self.event_leases = LeaseManager(storage, event_ttl)
+
+    def key(self, resource: Resource, namespace: str | None, name: str) -> str:
+        return object_key(self.prefix, resource, namespace, name)
+
+    async def ensure_default_namespaces(self) -> None:
+        ns = RESOURCES["namespaces"]
+        for name in DEFAULT_NAMESPACES:
+            obj = defaults.default_object("namespaces", objects.prepare_for_create(
+                ns, {"metadata": {"name": name}}, namespace=None))
+            try:
+                await self.storage.create(self.key(ns, None, name), obj)
+                log.info("created namespace %s", name)
+            except KeyExists:
+                pass
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        kv = await self._get_kv(resource, namespace, name)
+        return objects.with_resource_version(kv.value, kv.mod_revision)
+
+    async def _get_kv(self, resource: Resource, namespace: str | None, name: str) -> KV:
+        kv = await self.storage.get(self.key(resource, namespace, name))
+        if kv is None:
+            raise errors.not_found(resource.plural, name)
+        return kv
+
+    async def list_objects(self, resource: Resource, namespace: str | None, *,
+                   labels: LabelSelector | None = None,
+                   fields: FieldSelector | None = None) -> tuple[list[dict[str, Any]], int]:
+        prefix = collection_prefix(self.prefix, resource, namespace)
+        name = fields.exact("metadata.name") if fields is not None else None
+        if name is not None and (namespace or not resource.namespaced):
+            kv = await self.storage.get(self.key(resource, namespace, name))
+            kvs, revision = ([kv] if kv else []), await self.storage.revision()
+        else:
+            kvs, revision = await self.storage.list_prefix(prefix)
+        items = []
+        for kv in kvs:
+            if matches(resource, kv.value, labels, fields):
+                items.append(objects.with_resource_version(kv.value, kv.mod_revision))
+        return items, revision
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
+                     ) -> tuple[dict[str, Any], list[str]]:
+        """Store a new object; returns it and the unknown fields that were dropped."""
+        pruned, unknown = schema.decode(resource.plural, body)
+        obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
+        obj = defaults.default_object(resource.plural, obj)
+        name = object_name(obj)
+        check_no_causes(resource, name or object_name(body), validation.validate(resource.plural, obj))
+        lease = await self.event_leases.lease() if resource.plural == "events" else 0
+        requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
+        try:
+            revision = await self.storage.create(self.key(resource, namespace, name), obj,
+                                                 lease=lease, requires=requires)
+        except KeyExists:
+            raise errors.already_exists(resource.plural, name) from None
+        except RequiredKeyMissing:
+            raise errors.not_found("namespaces", namespace or "") from None
+        return objects.with_resource_version(obj, revision), unknown
+
+    async def update(self, resource: Resource, namespace: str | None, name: str,
+                     body: dict[str, Any], *, subresource: str | None = None,
+                     ) -> tuple[dict[str, Any], list[str]]:
+        pruned, unknown = schema.decode(resource.plural, body)
+        precondition = (body.get("metadata") or {}).get("resourceVersion") or None
+        body_name = object_name(pruned)
+        if body_name and body_name != name:
+            raise errors.BadRequest(
+                f"the name of the object ({body_name}) does not match the name on the URL ({name})")
+
+        def replace(current: dict[str, Any]) -> dict[str, Any]:
+            return objects.prepare_for_update(resource, pruned, current, subresource=subresource)
+
+        updated = await self.guaranteed_update(resource, namespace, name, replace,
+                                               precondition=precondition)
+        return updated, unknown
+
+    async def guaranteed_update(self, resource: Resource, namespace: str | None, name: str,
+                                mutate: Mutation, *, precondition: str | None = None,
+                                validate: bool = True) -> dict[str, Any]:
+        """Read, mutate, validate, write-if-unchanged; retry on a concurrent write.
+
+        With `precondition` (a resourceVersion the client read) a concurrent write is a
+        409 Conflict instead of a retry.
+        """
+        key = self.key(resource, namespace, name)
+        kv = await self._get_kv(resource, namespace, name)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            if precondition is not None and precondition != str(kv.mod_revision):
+                raise errors.conflict(resource.plural, name)
+            new = mutate(kv.value)
+            if new == kv.value:
+                return objects.with_resource_version(kv.value, kv.mod_revision)
+            if validate:
+                check_no_causes(resource, name,
+                                validation.validate_update(resource.plural, new, kv.value))
+            lease = await self.event_leases.lease() if resource.plural == "events" else 0
+            try:
+                revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,
+                                                     lease=lease)
+                return objects.with_resource_version(new, revision)
+            except KeyNotFound:
+                raise errors.not_found(resource.plural, name) from None
+            except RevisionMismatch as e:
+                if precondition is not None or e.current is None:
+                    raise errors.conflict(resource.plural, name) from None
+                kv = e.current
+        raise errors.conflict(resource.plural, name)
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str, *,
+                     grace_period: int | None = None,
+                     preconditions: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+        """Delete now, or mark for graceful deletion; returns (object, deleted_now)."""
+        key = self.key(resource, namespace, name)
+        for _ in range(MAX_UPDATE_ATTEMPTS):
+            kv = await self._get_kv(resource, namespace, name)
+            check_preconditions(resource, name, kv, preconditions or {})
+            current = kv.value
+            marked = None
+            if (current.get("metadata") or {}).get("finalizers"):
+                marked = objects.mark_for_deletion(current, 0) or current
+            elif resource.plural == "pods":
+                grace = objects.pod_delete_grace(current, grace_period)
+                if grace > 0:
+                    marked = objects.mark_for_deletion(current, grace) or current
+            try:
+                if marked is not None:
+                    if marked is current:
+                        return objects.with_resource_version(current, kv.mod_revision), False
+                    revision = await self.storage.update(key, marked,
+                                                         expected_revision=kv.mod_revision)
+                    return objects.with_resource_version(marked, revision), False
+                last, revision = await self.storage.delete(key, expected_revision=kv.mod_revision)
+                return objects.with_resource_version(last.value, revision), True
+            except KeyNotFound:
+                raise errors.not_found(resource.plural, name) from None
+            except RevisionMismatch:
+                continue
+        raise errors.conflict(resource.plural, name)
+
+    async def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
+        pods = RESOURCES["pods"]
+        target = binding.get("target") or {}
+        node_name = target.get("name")
+        if not node_name:
+            raise errors.invalid("Binding", name, [{
+                "reason": "FieldValueRequired", "message": "Required value",
+                "field": "target.name"}])
+        if target.get("kind") not in (None, "", "Node"):
+            raise errors.invalid("Binding", name, [{
+                "reason": "FieldValueNotSupported",
+                "message": f'Unsupported value: "{target.get("kind")}": supported values: "Node"',
+                "field": "target.kind"}])
+
+        def assign(pod: dict[str, Any]) -> dict[str, Any]:
+            if (pod.get("metadata") or {}).get("deletionTimestamp"):
+                raise errors.conflict("pods/binding", name,
+                                      f"pod {name} is being deleted, cannot be assigned to a host")
+            assigned = (pod.get("spec") or {}).get("nodeName")
+            if assigned:
+                raise errors.conflict("pods/binding", name,
+                                      f'pod {name} is already assigned to node "{assigned}"')
+            return objects.bind_pod(pod, node_name)
+
+        # A binding is not a pod update: only the binding rules above apply.
+        await self.guaranteed_update(pods, namespace, name, assign, validate=False)
+
+
+def check_preconditions(resource: Resource, name: str, kv: KV,
+                        preconditions: dict[str, Any]) -> None:
+    uid = preconditions.get("uid")
+    if uid and uid != (kv.value.get("metadata") or {}).get("uid"):
+        raise errors.conflict(resource.plural, name,
+                              f"Precondition failed: UID in precondition: {uid}, "
+                              f"UID in object meta: {(kv.value.get('metadata') or {}).get('uid')}")
+    rv = preconditions.get("resourceVersion")
+    if rv and rv != str(kv.mod_revision):
+        raise errors.conflict(resource.plural, name,
+                              f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                              f"ResourceVersion in object meta: {kv.mod_revision}")
+
+
+def matches(resource: Resource, obj: dict[str, Any], labels: LabelSelector | None,
+            fields: FieldSelector | None) -> bool:
+    if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels")):
+        return False
+    if fields is not None and not fields.matches(selectable_fields(resource.plural, obj)):
+        return False
+    return True

@@ -1,0 +1,323 @@
+"""Objects in etcd, the way kube-apiserver's `storage/etcd3` keeps them.
+
+- An object is stored as JSON under `<prefix>/<resource>/[<namespace>/]<name>`.
+- `resourceVersion` is the key's etcd `mod_revision`: set when the object is read,
+  never stored inside the value.
+- Create is a transaction on `create_revision == 0`; update and delete are
+  transactions on `mod_revision == <the revision the caller read>`.
+- A watch is one etcd watch stream (gRPC) from a revision; compaction ends it with
+  `Compacted`, and progress requests give the revision everything up to which was sent
+  (the apiserver turns those into BOOKMARK events).
+
+We speak etcd's gRPC API through the stubs `aetcd` ships (`aetcd.rpc`), because its
+high-level client hides the transaction's header revision and its shared watch
+stream makes cancellation and compaction hard to reason about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import grpc
+from aetcd import rpc
+
+log = logging.getLogger("apiserver.storage")
+
+# Every etcd call answers (or fails) within this many seconds, so that a request
+# against a dead etcd becomes a 503 instead of a hang.
+CALL_TIMEOUT = 1.5
+
+_CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", 4 * 1024 * 1024),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+class StorageError(Exception):
+    pass
+
+
+class Unavailable(StorageError):
+    """etcd did not answer in time or is unreachable."""
+
+
+class KeyExists(StorageError):
+    pass
+
+
+class KeyNotFound(StorageError):
+    pass
+
+
+class RequiredKeyMissing(StorageError):
+    """A create that needs another key (the namespace) found it absent."""
+
+
+class RevisionMismatch(StorageError):
+    def __init__(self, current: KV | None) -> None:
+        super().__init__("revision mismatch")
+        self.current = current
+
+
+class Compacted(StorageError):
+    def __init__(self, requested: int, compact_revision: int) -> None:
+        super().__init__(f"revision {requested} compacted (oldest {compact_revision})")
+        self.requested = requested
+        self.compact_revision = compact_revision
+
+
+@dataclass(frozen=True, slots=True)
+class KV:
+    key: str
+    value: dict[str, Any]
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: str  # "PUT" | "DELETE"
+    key: str
+    value: dict[str, Any] | None  # the new value (None for DELETE)
+    prev: dict[str, Any] | None  # the value before (None when created or compacted away)
+    revision: int  # the event's mod_revision (the delete's revision for DELETE)
+    created: bool  # PUT that created the key
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Every change up to `revision` has been delivered on this watch."""
+
+    revision: int
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def decode(raw: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(raw)
+    return value
+
+
+def prefix_range_end(prefix: bytes) -> bytes:
+    end = bytearray(prefix)
+    for i in range(len(end) - 1, -1, -1):
+        if end[i] < 0xFF:
+            end[i] += 1
+            return bytes(end[: i + 1])
+    return b"\0"
+
+
+def grpc_target(endpoints: Sequence[str]) -> str:
+    """`http://127.0.0.1:2379,http://127.0.0.1:22379` -> a gRPC target over all of them."""
+    hosts = []
+    for endpoint in endpoints:
+        parsed = urlparse(endpoint if "//" in endpoint else f"http://{endpoint}")
+        hosts.append(f"{parsed.hostname}:{parsed.port or 2379}")
+    if len(hosts) == 1:
+        return hosts[0]
+    return "ipv4:" + ",".join(hosts)
+
+
+def _kv(raw: Any) -> KV:
+    return KV(raw.key.decode(), decode(raw.value), raw.mod_revision, raw.create_revision)
+
+
+def _unavailable(e: BaseException) -> Unavailable:
+    if isinstance(e, grpc.aio.AioRpcError):
+        return Unavailable(f"etcd: {e.code().name}: {e.details()}")
+    return Unavailable(f"etcd: {type(e).__name__}")
+
+
+class Storage:
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        self.target = grpc_target(endpoints)
+        self._channel: grpc.aio.Channel | None = None
+        self._kv: Any = None
+        self._lease: Any = None
+        self._watch: Any = None
+
+    async def start(self) -> None:
+        self._channel = rpc.insecure_channel(self.target, options=_CHANNEL_OPTIONS)
+        self._kv = rpc.KVStub(self._channel)
+        self._lease = rpc.LeaseStub(self._channel)
+        self._watch = rpc.WatchStub(self._channel)
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    async def _call(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, timeout=CALL_TIMEOUT)
+        except (TimeoutError, grpc.aio.AioRpcError) as e:
+            raise _unavailable(e) from e
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get(self, key: str) -> KV | None:
+        resp = await self._call(self._kv.Range, rpc.RangeRequest(key=key.encode()))
+        return _kv(resp.kvs[0]) if resp.kvs else None
+
+    async def list_prefix(self, prefix: str) -> tuple[list[KV], int]:
+        """Every object under a prefix, and the etcd revision the read happened at."""
+        raw = prefix.encode()
+        resp = await self._call(
+            self._kv.Range, rpc.RangeRequest(key=raw, range_end=prefix_range_end(raw))
+        )
+        return [_kv(kv) for kv in resp.kvs], int(resp.header.revision)
+
+    async def revision(self) -> int:
+        resp = await self._call(self._kv.Range, rpc.RangeRequest(key=b"\0", count_only=True))
+        return int(resp.header.revision)
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+        request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
+        return await self._call(self._kv.Txn, request)
+
+    async def create(self, key: str, obj: dict[str, Any], *, lease: int = 0,
+                     requires: str | None = None) -> int:
+        """Store `obj` if `key` is absent (and `requires` present); return the new revision."""
+        raw = key.encode()
+        compare = [rpc.Compare(key=raw, target=rpc.Compare.CREATE,
+                               result=rpc.Compare.EQUAL, create_revision=0)]
+        failure = [rpc.RequestOp(request_range=rpc.RangeRequest(key=raw, count_only=True))]
+        if requires is not None:
+            compare.append(rpc.Compare(key=requires.encode(), target=rpc.Compare.CREATE,
+                                       result=rpc.Compare.GREATER, create_revision=0))
+            failure.append(rpc.RequestOp(
+                request_range=rpc.RangeRequest(key=requires.encode(), count_only=True)))
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=encode(obj), lease=lease))
+        resp = await self._txn(compare, [put], failure)
+        if resp.succeeded:
+            return int(resp.header.revision)
+        if requires is not None and resp.responses[1].response_range.count == 0:
+            raise RequiredKeyMissing(requires)
+        raise KeyExists(key)
+
+    async def update(self, key: str, obj: dict[str, Any], *, expected_revision: int,
+                     lease: int = 0) -> int:
+        """Replace `key` if it is still at `expected_revision`; return the new revision."""
+        raw = key.encode()
+        compare = [rpc.Compare(key=raw, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL,
+                               mod_revision=expected_revision)]
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=encode(obj), lease=lease))
+        get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
+        resp = await self._txn(compare, [put], [get])
+        if resp.succeeded:
+            return int(resp.header.revision)
+        kvs = resp.responses[0].response_range.kvs
+        if not kvs:
+            raise KeyNotFound(key)
+        raise RevisionMismatch(_kv(kvs[0]))
+
+    async def delete(self, key: str, *, expected_revision: int) -> tuple[KV, int]:
+        """Delete `key` if it is still at `expected_revision`; return (last state, revision)."""
+        raw = key.encode()
+        compare = [rpc.Compare(key=raw, target=rpc.Compare.MOD, result=rpc.Compare.EQUAL,
+                               mod_revision=expected_revision)]
+        delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=raw, prev_kv=True))
+        get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
+        resp = await self._txn(compare, [delete], [get])
+        if resp.succeeded:
+            prev = resp.responses[0].response_delete_range.prev_kvs
+            if not prev:
+                raise KeyNotFound(key)
+            return _kv(prev[0]), int(resp.header.revision)
+        kvs = resp.responses[0].response_range.kvs
+        if not kvs:
+            raise KeyNotFound(key)
+        raise RevisionMismatch(_kv(kvs[0]))
+
+    async def grant_lease(self, ttl: int) -> int:
+        resp = await self._call(self._lease.LeaseGrant, rpc.LeaseGrantRequest(TTL=ttl))
+        return int(resp.ID)
+
+    async def compact(self, revision: int) -> None:
+        await self._call(self._kv.Compact, rpc.CompactionRequest(revision=revision, physical=True))
+
+    # -- watch -------------------------------------------------------------------------
+
+    def watch(self, prefix: str, start_revision: int) -> EtcdWatch:
+        if self._watch is None:
+            raise Unavailable("storage not started")
+        return EtcdWatch(self._watch, prefix, start_revision)
+
+
+class EtcdWatch:
+    """One etcd watch stream over a key prefix, from a revision (inclusive).
+
+    Iterate `batches()`; call `request_progress()` to get a `Progress` once every change
+    up to etcd's current revision has been delivered; `close()` cancels the stream.
+    """
+
+    def __init__(self, stub: Any, prefix: str, start_revision: int) -> None:
+        self._stub = stub
+        self._prefix = prefix.encode()
+        self._start = start_revision
+        self._requests: asyncio.Queue[Any] = asyncio.Queue()
+        self._call: Any = None
+
+    async def _request_stream(self) -> AsyncIterator[Any]:
+        yield rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
+            key=self._prefix, range_end=prefix_range_end(self._prefix),
+            start_revision=self._start, prev_kv=True,
+        ))
+        while True:
+            request = await self._requests.get()
+            if request is None:
+                return
+            yield request
+
+    def request_progress(self) -> None:
+        self._requests.put_nowait(rpc.WatchRequest(progress_request=rpc.WatchProgressRequest()))
+
+    async def batches(self) -> AsyncIterator[list[WatchEvent] | Progress]:
+        self._call = self._stub.Watch(self._request_stream())
+        try:
+            async for resp in self._call:
+                if resp.compact_revision:
+                    raise Compacted(self._start - 1, int(resp.compact_revision))
+                if resp.canceled:
+                    raise Unavailable(f"etcd canceled the watch: {resp.cancel_reason}")
+                if resp.created:
+                    continue
+                if not resp.events:
+                    yield Progress(int(resp.header.revision))
+                    continue
+                yield [_watch_event(e) for e in resp.events]
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                return
+            raise _unavailable(e) from e
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+        self._requests.put_nowait(None)
+
+
+def _watch_event(e: Any) -> WatchEvent:
+    prev = decode(e.prev_kv.value) if e.HasField("prev_kv") and e.prev_kv.value else None
+    if e.type == rpc.Event.EventType.DELETE:
+        return WatchEvent("DELETE", e.kv.key.decode(), None, prev, int(e.kv.mod_revision), False)
+    return WatchEvent("PUT", e.kv.key.decode(), decode(e.kv.value), prev,
+                      int(e.kv.mod_revision), e.kv.create_revision == e.kv.mod_revision)

@@ -1,0 +1,152 @@
+"""The watch stream: etcd watch events -> Kubernetes watch events, one JSON object per line.
+
+- No resourceVersion (or "0"): a synthetic ADDED for every matching object at the
+  list's revision, then every change after it.
+- resourceVersion=N: every change with revision > N, in order, each once; an ERROR
+  410 Expired event when etcd has compacted N away.
+- With selectors, an object that starts matching arrives as ADDED and one that stops
+  matching as DELETED (kube's cacher does the same).
+- BOOKMARK events (when asked for) carry a revision up to which everything was sent:
+  etcd's answer to a progress request on our watch stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from apiserver import objects
+from apiserver.registry import Registry, matches
+from apiserver.resources import Resource, collection_prefix
+from apiserver.selectors import FieldSelector, LabelSelector
+from apiserver.storage import Compacted, Progress, StorageError, WatchEvent
+from common import errors
+
+log = logging.getLogger("apiserver.watch")
+
+BOOKMARK_INTERVAL = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class WatchRequest:
+    resource: Resource
+    namespace: str | None
+    resource_version: str | None
+    labels: LabelSelector | None
+    fields: FieldSelector | None
+    timeout_seconds: float
+    bookmarks: bool
+
+
+def translate(request: WatchRequest, event: WatchEvent) -> tuple[str, dict[str, Any]] | None:
+    """One etcd event as the (type, object) a watcher of `request` sees, or None."""
+    def selected(obj: dict[str, Any] | None) -> bool:
+        return obj is not None and matches(request.resource, obj, request.labels, request.fields)
+
+    was = selected(event.prev)
+    if event.type == "DELETE":
+        if not was:
+            return None
+        assert event.prev is not None
+        return "DELETED", objects.with_resource_version(event.prev, event.revision)
+    assert event.value is not None
+    now = selected(event.value)
+    obj = objects.with_resource_version(event.value, event.revision)
+    if now and was:
+        return "MODIFIED", obj
+    if now:
+        return "ADDED", obj
+    if was:
+        return "DELETED", obj
+    return None
+
+
+def bookmark(resource: Resource, revision: int) -> dict[str, Any]:
+    return {"type": "BOOKMARK", "object": {
+        "kind": resource.kind, "apiVersion": "v1",
+        "metadata": {"resourceVersion": str(revision)}}}
+
+
+def error_event(err: errors.ApiError) -> dict[str, Any]:
+    return {"type": "ERROR", "object": err.status()}
+
+
+async def open_watch(registry: Registry, request: WatchRequest,
+                     ) -> AsyncIterator[dict[str, Any]]:
+    """Start a watch; errors that happen before the first event (a bad resourceVersion,
+    etcd down) raise here, so the caller can still answer with a Status."""
+    rv = request.resource_version
+    initial: list[dict[str, Any]] = []
+    if rv in (None, "", "0"):
+        initial, revision = await registry.list_objects(request.resource, request.namespace,
+                                                labels=request.labels, fields=request.fields)
+        start = revision + 1
+    else:
+        try:
+            start = int(str(rv)) + 1
+        except ValueError:
+            raise errors.BadRequest(f'invalid resource version "{rv}"') from None
+    return _events(registry, request, initial, start)
+
+
+async def _events(registry: Registry, request: WatchRequest, initial: list[dict[str, Any]],
+                  start: int) -> AsyncIterator[dict[str, Any]]:
+    for item in initial:
+        yield {"type": "ADDED", "object": item}
+    prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
+    stream = registry.storage.watch(prefix, start)
+    last_reported = start - 1  # the newest revision the client has been told about
+    ticker: asyncio.Task[None] | None = None
+    if request.bookmarks:
+        ticker = asyncio.create_task(_request_progress_forever(stream.request_progress))
+    try:
+        async for batch in stream.batches():
+            if isinstance(batch, Progress):
+                if batch.revision > last_reported:
+                    last_reported = batch.revision
+                    yield bookmark(request.resource, batch.revision)
+                continue
+            for event in batch:
+                translated = translate(request, event)
+                if translated is not None:
+                    last_reported = event.revision
+                    yield {"type": translated[0], "object": translated[1]}
+    except Compacted as e:
+        yield error_event(errors.too_old_resource_version(e.requested, e.compact_revision))
+    except StorageError as e:
+        log.warning("watch on %s ended: %s", prefix, e)
+    finally:
+        if ticker is not None:
+            ticker.cancel()
+        stream.close()
+
+
+async def _request_progress_forever(request_progress: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(BOOKMARK_INTERVAL)
+        request_progress()
+
+
+async def watch_lines(events: AsyncIterator[dict[str, Any]], *, timeout: float,
+                      render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+                      ) -> AsyncIterator[bytes]:
+    """The HTTP body: one JSON line per event, ending after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    iterator = aiter(events)
+    try:
+        while (remaining := deadline - loop.time()) > 0:
+            try:
+                event = await asyncio.wait_for(anext(iterator), remaining)
+            except (StopAsyncIteration, TimeoutError):
+                return
+            out = render(event) if render is not None else event
+            yield json.dumps(out, separators=(",", ":")).encode() + b"\n"
+    finally:
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            await aclose()

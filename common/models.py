@@ -1,0 +1,412 @@
+"""Pydantic models of the core/v1 objects kubelite serves, with Kubernetes' JSON field names.
+
+Class names are the Go type names (`PodSpec`, `ContainerPort`, ...) so that decode errors
+can name them the way kube-apiserver does. Every field is optional: a model describes the
+shape and the types, `apiserver.validation` decides what is required. Validation is strict
+like Go's encoding/json: `"80"` is not an int32 and `1` is not a string. Structures
+Kubernetes has but kubelite does not look into are `dict[str, Any]`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from apiserver.quantity import quantity_string
+
+Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# resource.Quantity: a JSON string or number, kept as its string form.
+Quantity = Annotated[str, BeforeValidator(quantity_string)]
+ResourceList = dict[str, Quantity]
+Opaque = dict[str, Any]
+
+
+class KubeModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", strict=True,
+    )
+
+
+# --- meta/v1 -------------------------------------------------------------------------------
+
+class OwnerReference(KubeModel):
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(KubeModel):
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    self_link: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: Int64 | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: Int64 | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+    managed_fields: list[Opaque] | None = None
+
+
+class ObjectReference(KubeModel):
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    api_version: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class Preconditions(KubeModel):
+    uid: str | None = None
+    resource_version: str | None = None
+
+
+class DeleteOptions(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    grace_period_seconds: Int64 | None = None
+    preconditions: Preconditions | None = None
+    orphan_dependents: bool | None = None
+    propagation_policy: str | None = None
+    dry_run: list[str] | None = None
+
+
+# --- Pod -----------------------------------------------------------------------------------
+
+class ContainerPort(KubeModel):
+    name: str | None = None
+    host_port: Int32 | None = None
+    container_port: Int32 | None = None
+    protocol: str | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")
+
+
+class EnvVar(KubeModel):
+    name: str | None = None
+    value: str | None = None
+    value_from: Opaque | None = None
+
+
+class ResourceRequirements(KubeModel):
+    limits: ResourceList | None = None
+    requests: ResourceList | None = None
+    claims: list[Opaque] | None = None
+
+
+class VolumeMount(KubeModel):
+    name: str | None = None
+    read_only: bool | None = None
+    recursive_read_only: str | None = None
+    mount_path: str | None = None
+    sub_path: str | None = None
+    mount_propagation: str | None = None
+    sub_path_expr: str | None = None
+
+
+class Container(KubeModel):
+    name: str | None = None
+    image: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = None
+    ports: list[ContainerPort] | None = None
+    env_from: list[Opaque] | None = None
+    env: list[EnvVar] | None = None
+    resources: ResourceRequirements | None = None
+    resize_policy: list[Opaque] | None = None
+    restart_policy: str | None = None
+    volume_mounts: list[VolumeMount] | None = None
+    volume_devices: list[Opaque] | None = None
+    liveness_probe: Opaque | None = None
+    readiness_probe: Opaque | None = None
+    startup_probe: Opaque | None = None
+    lifecycle: Opaque | None = None
+    termination_message_path: str | None = None
+    termination_message_policy: str | None = None
+    image_pull_policy: str | None = None
+    security_context: Opaque | None = None
+    stdin: bool | None = None
+    stdin_once: bool | None = None
+    tty: bool | None = None
+
+
+class Toleration(KubeModel):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: Int64 | None = None
+
+
+class PodSpec(KubeModel):
+    volumes: list[Opaque] | None = None
+    init_containers: list[Container] | None = None
+    containers: list[Container] | None = None
+    ephemeral_containers: list[Opaque] | None = None
+    restart_policy: str | None = None
+    termination_grace_period_seconds: Int64 | None = None
+    active_deadline_seconds: Int64 | None = None
+    dns_policy: str | None = None
+    node_selector: dict[str, str] | None = None
+    service_account_name: str | None = None
+    service_account: str | None = None
+    automount_service_account_token: bool | None = None
+    node_name: str | None = None
+    host_network: bool | None = None
+    host_pid: bool | None = Field(default=None, alias="hostPID")
+    host_ipc: bool | None = Field(default=None, alias="hostIPC")
+    share_process_namespace: bool | None = None
+    security_context: Opaque | None = None
+    image_pull_secrets: list[Opaque] | None = None
+    hostname: str | None = None
+    subdomain: str | None = None
+    affinity: Opaque | None = None
+    scheduler_name: str | None = None
+    tolerations: list[Toleration] | None = None
+    host_aliases: list[Opaque] | None = None
+    priority_class_name: str | None = None
+    priority: Int32 | None = None
+    dns_config: Opaque | None = None
+    readiness_gates: list[Opaque] | None = None
+    runtime_class_name: str | None = None
+    enable_service_links: bool | None = None
+    preemption_policy: str | None = None
+    overhead: ResourceList | None = None
+    topology_spread_constraints: list[Opaque] | None = None
+    set_hostname_as_fqdn: bool | None = Field(default=None, alias="setHostnameAsFQDN")
+    os: Opaque | None = None
+    host_users: bool | None = None
+    scheduling_gates: list[Opaque] | None = None
+    resource_claims: list[Opaque] | None = None
+    resources: ResourceRequirements | None = None
+
+
+class PodCondition(KubeModel):
+    type: str | None = None
+    observed_generation: Int64 | None = None
+    status: str | None = None
+    last_probe_time: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class ContainerState(KubeModel):
+    waiting: Opaque | None = None
+    running: Opaque | None = None
+    terminated: Opaque | None = None
+
+
+class ContainerStatus(KubeModel):
+    name: str | None = None
+    state: ContainerState | None = None
+    last_state: ContainerState | None = None
+    ready: bool | None = None
+    restart_count: Int32 | None = None
+    image: str | None = None
+    image_id: str | None = Field(default=None, alias="imageID")
+    container_id: str | None = Field(default=None, alias="containerID")
+    started: bool | None = None
+    allocated_resources: ResourceList | None = None
+    resources: ResourceRequirements | None = None
+    volume_mounts: list[Opaque] | None = None
+    user: Opaque | None = None
+    allocated_resources_status: list[Opaque] | None = None
+    stop_signal: str | None = None
+
+
+class PodIP(KubeModel):
+    ip: str | None = None
+
+
+class HostIP(KubeModel):
+    ip: str | None = None
+
+
+class PodStatus(KubeModel):
+    observed_generation: Int64 | None = None
+    phase: str | None = None
+    conditions: list[PodCondition] | None = None
+    message: str | None = None
+    reason: str | None = None
+    nominated_node_name: str | None = None
+    host_ip: str | None = Field(default=None, alias="hostIP")
+    host_ips: list[HostIP] | None = Field(default=None, alias="hostIPs")
+    pod_ip: str | None = Field(default=None, alias="podIP")
+    pod_ips: list[PodIP] | None = Field(default=None, alias="podIPs")
+    start_time: str | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
+    container_statuses: list[ContainerStatus] | None = None
+    qos_class: str | None = None
+    ephemeral_container_statuses: list[ContainerStatus] | None = None
+    resize: str | None = None
+    resource_claim_statuses: list[Opaque] | None = None
+
+
+class Pod(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+    status: PodStatus | None = None
+
+
+# --- Node ----------------------------------------------------------------------------------
+
+class Taint(KubeModel):
+    key: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    time_added: str | None = None
+
+
+class NodeSpec(KubeModel):
+    pod_cidr: str | None = Field(default=None, alias="podCIDR")
+    pod_cidrs: list[str] | None = Field(default=None, alias="podCIDRs")
+    provider_id: str | None = Field(default=None, alias="providerID")
+    unschedulable: bool | None = None
+    taints: list[Taint] | None = None
+    config_source: Opaque | None = None
+    external_id: str | None = Field(default=None, alias="externalID")
+
+
+class NodeCondition(KubeModel):
+    type: str | None = None
+    status: str | None = None
+    last_heartbeat_time: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class NodeAddress(KubeModel):
+    type: str | None = None
+    address: str | None = None
+
+
+class NodeSystemInfo(KubeModel):
+    machine_id: str | None = Field(default=None, alias="machineID")
+    system_uuid: str | None = Field(default=None, alias="systemUUID")
+    boot_id: str | None = Field(default=None, alias="bootID")
+    kernel_version: str | None = None
+    os_image: str | None = None
+    container_runtime_version: str | None = None
+    kubelet_version: str | None = None
+    kube_proxy_version: str | None = None
+    operating_system: str | None = None
+    architecture: str | None = None
+    swap: Opaque | None = None
+
+
+class NodeStatus(KubeModel):
+    capacity: ResourceList | None = None
+    allocatable: ResourceList | None = None
+    phase: str | None = None
+    conditions: list[NodeCondition] | None = None
+    addresses: list[NodeAddress] | None = None
+    daemon_endpoints: Opaque | None = None
+    node_info: NodeSystemInfo | None = None
+    images: list[Opaque] | None = None
+    volumes_in_use: list[str] | None = None
+    volumes_attached: list[Opaque] | None = None
+    config: Opaque | None = None
+    runtime_handlers: list[Opaque] | None = None
+    features: Opaque | None = None
+    declared_features: list[str] | None = None
+
+
+class Node(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+# --- Event ---------------------------------------------------------------------------------
+
+class EventSource(KubeModel):
+    component: str | None = None
+    host: str | None = None
+
+
+class EventSeries(KubeModel):
+    count: Int32 | None = None
+    last_observed_time: str | None = None
+
+
+class Event(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    involved_object: ObjectReference | None = None
+    reason: str | None = None
+    message: str | None = None
+    source: EventSource | None = None
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    count: Int32 | None = None
+    type: str | None = None
+    event_time: str | None = None
+    series: EventSeries | None = None
+    action: str | None = None
+    related: ObjectReference | None = None
+    reporting_component: str | None = None
+    reporting_instance: str | None = None
+
+
+# --- Namespace, Binding --------------------------------------------------------------------
+
+class NamespaceSpec(KubeModel):
+    finalizers: list[str] | None = None
+
+
+class NamespaceCondition(KubeModel):
+    type: str | None = None
+    status: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class NamespaceStatus(KubeModel):
+    phase: str | None = None
+    conditions: list[NamespaceCondition] | None = None
+
+
+class Namespace(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: NamespaceSpec | None = None
+    status: NamespaceStatus | None = None
+
+
+class Binding(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    target: ObjectReference | None = None
+
+
+MODELS: dict[str, type[KubeModel]] = {
+    "pods": Pod,
+    "nodes": Node,
+    "events": Event,
+    "namespaces": Namespace,
+    "bindings": Binding,
+    "deleteoptions": DeleteOptions,
+}

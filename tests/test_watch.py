@@ -1,0 +1,238 @@
+"""Watch semantics on a real etcd: resume, compaction, selectors, bookmarks, no leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import ApiServer, Etcd, unique
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels or {}},
+            "spec": {"containers": [{"name": "app", "image": "busybox:1.35"}]}}
+
+
+async def watch_lines(http: httpx.AsyncClient, path: str, **params: Any,
+                      ) -> AsyncIterator[dict[str, Any]]:
+    async with http.stream("GET", path, params={"watch": "true", **params},
+                           timeout=httpx.Timeout(30, read=None)) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line.strip():
+                yield json.loads(line)
+
+
+async def collect(http: httpx.AsyncClient, path: str, count: int, **params: Any,
+                  ) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        async for event in watch_lines(http, path, **params):
+            events.append(event)
+            if len(events) >= count:
+                return
+
+    await asyncio.wait_for(run(), 30)
+    return events
+
+
+async def test_watch_without_version_starts_with_synthetic_added(
+        http: httpx.AsyncClient) -> None:
+    tag = unique("syn")
+    for i in range(3):
+        await http.post(PODS, json=pod(f"{tag}-{i}", {"batch": tag}))
+    events = await collect(http, PODS, 3, labelSelector=f"batch={tag}")
+    assert [e["type"] for e in events] == ["ADDED"] * 3
+    assert sorted(e["object"]["metadata"]["name"] for e in events) == [
+        f"{tag}-0", f"{tag}-1", f"{tag}-2"]
+
+
+async def test_watch_from_version_sees_every_change_in_order(http: httpx.AsyncClient) -> None:
+    tag = unique("seq")
+    listed = (await http.get(PODS)).json()
+    rv = listed["metadata"]["resourceVersion"]
+    name = f"{tag}-a"
+    await http.post(PODS, json=pod(name, {"batch": tag}))
+    await http.patch(f"{PODS}/{name}", json={"metadata": {"labels": {"batch": tag, "n": "1"}}},
+                     headers={"Content-Type": "application/merge-patch+json"})
+    await http.delete(f"{PODS}/{name}")
+    events = await collect(http, PODS, 3, resourceVersion=rv, labelSelector=f"batch={tag}")
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "DELETED"]
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events]
+    assert versions == sorted(versions) and len(set(versions)) == 3
+
+
+async def test_selector_transitions(http: httpx.AsyncClient) -> None:
+    tag = unique("tr")
+    name = f"{tag}-p"
+    created = (await http.post(PODS, json=pod(name, {"batch": tag, "color": "red"}))).json()
+    rv = created["metadata"]["resourceVersion"]
+    for color in ("blue", "red"):
+        await http.patch(f"{PODS}/{name}",
+                         json={"metadata": {"labels": {"color": color}}},
+                         headers={"Content-Type": "application/merge-patch+json"})
+    events = await collect(http, PODS, 2, resourceVersion=rv,
+                           labelSelector=f"batch={tag},color=red")
+    assert [e["type"] for e in events] == ["DELETED", "ADDED"]
+
+
+async def test_bookmarks(http: httpx.AsyncClient) -> None:
+    tag = unique("bm")
+    rv = (await http.get(PODS)).json()["metadata"]["resourceVersion"]
+    await http.post(PODS, json=pod(f"{tag}-x"))  # not selected: only moves the revision
+    events = await collect(http, PODS, 1, resourceVersion=rv, labelSelector=f"batch={tag}",
+                           allowWatchBookmarks="true")
+    assert events[0]["type"] == "BOOKMARK"
+    assert events[0]["object"]["kind"] == "Pod"
+    assert int(events[0]["object"]["metadata"]["resourceVersion"]) > int(rv)
+
+
+async def test_timeout_seconds_ends_the_stream(http: httpx.AsyncClient) -> None:
+    async def drain() -> int:
+        n = 0
+        async for _ in watch_lines(http, PODS, timeoutSeconds="1",
+                                   labelSelector="never=matches"):
+            n += 1
+        return n
+
+    assert await asyncio.wait_for(drain(), 15) == 0
+
+
+async def test_resume_after_dropped_connections_delivers_every_change_once(
+        http: httpx.AsyncClient) -> None:
+    """Create/update/delete a few hundred objects while a watcher reconnects at random."""
+    tag = unique("resume")
+    rv = (await http.get(PODS)).json()["metadata"]["resourceVersion"]
+    expected: list[tuple[str, str]] = []
+    rng = random.Random(7)
+
+    async def writer() -> None:
+        for i in range(100):
+            name = f"{tag}-{i}"
+            await http.post(PODS, json=pod(name, {"batch": tag}))
+            expected.append(("ADDED", name))
+            await http.patch(f"{PODS}/{name}", json={"metadata": {"labels": {"i": str(i)}}},
+                             headers={"Content-Type": "application/merge-patch+json"})
+            expected.append(("MODIFIED", name))
+            if i % 2 == 0:
+                await http.delete(f"{PODS}/{name}")
+                expected.append(("DELETED", name))
+
+    seen: list[tuple[str, str]] = []
+    seen_versions: list[int] = []
+    done = asyncio.Event()
+
+    async def watcher() -> None:
+        last = rv
+        while not (done.is_set() and len(seen) >= len(expected)):
+            budget = rng.randint(1, 25)  # drop the connection after this many events
+            try:
+                async with asyncio.timeout(2):
+                    async for event in watch_lines(http, PODS, resourceVersion=last,
+                                                   labelSelector=f"batch={tag}"):
+                        seen.append((event["type"], event["object"]["metadata"]["name"]))
+                        last = event["object"]["metadata"]["resourceVersion"]
+                        seen_versions.append(int(last))
+                        budget -= 1
+                        if budget == 0:
+                            break
+            except TimeoutError:
+                pass
+
+    watch_task = asyncio.create_task(watcher())
+    await writer()
+    done.set()
+    await asyncio.wait_for(watch_task, 120)
+    assert seen == expected
+    assert seen_versions == sorted(seen_versions) and len(set(seen_versions)) == len(seen)
+
+
+@pytest.fixture
+async def private_apiserver(tmp_path: Path) -> AsyncIterator[tuple[Etcd, ApiServer]]:
+    etcd = Etcd(tmp_path).start()
+    server = ApiServer(etcd, tmp_path).start()
+    yield etcd, server
+    server.stop()
+    etcd.stop()
+
+
+async def test_compacted_version_gives_410_error_event(
+        private_apiserver: tuple[Etcd, ApiServer]) -> None:
+    etcd, server = private_apiserver
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        first = (await http.post(PODS, json=pod("c-0"))).json()
+        old_rv = int(first["metadata"]["resourceVersion"])
+        for i in range(1, 5):
+            await http.post(PODS, json=pod(f"c-{i}"))
+        current = int((await http.get(PODS)).json()["metadata"]["resourceVersion"])
+        async with httpx.AsyncClient(timeout=10) as raw:
+            r = await raw.post(f"{etcd.endpoint}/v3/kv/compaction",
+                               json={"revision": str(current), "physical": True})
+            assert r.status_code == 200, r.text
+        events = await collect(http, PODS, 1, resourceVersion=str(old_rv))
+        assert events[0]["type"] == "ERROR"
+        status = events[0]["object"]
+        assert status["code"] == 410 and status["reason"] == "Expired"
+        assert status["message"] == f"too old resource version: {old_rv} ({current})"
+
+
+def etcd_watchers(etcd: Etcd) -> int:
+    metrics = httpx.get(f"{etcd.endpoint}/metrics", timeout=10).text
+    for line in metrics.splitlines():
+        if line.startswith("etcd_debugging_mvcc_watcher_total "):
+            return int(float(line.split()[1]))
+    raise AssertionError("etcd did not report etcd_debugging_mvcc_watcher_total")
+
+
+async def test_disconnecting_clients_leave_no_watch_behind(
+        private_apiserver: tuple[Etcd, ApiServer]) -> None:
+    etcd, server = private_apiserver
+    baseline = etcd_watchers(etcd)
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        for _ in range(200):
+            async with http.stream("GET", PODS, params={"watch": "true"}) as r:
+                assert r.status_code == 200
+
+        async def settled() -> bool:
+            return etcd_watchers(etcd) <= baseline
+
+        from tests.support import eventually
+        await eventually(settled, timeout=30, what="etcd watchers back to baseline")
+
+
+async def test_etcd_down_gives_fast_503_then_recovers(
+        private_apiserver: tuple[Etcd, ApiServer]) -> None:
+    etcd, server = private_apiserver
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        assert (await http.post(PODS, json=pod("before"))).status_code == 201
+        etcd.stop()
+        loop = asyncio.get_running_loop()
+        for method, call in (("GET", http.get(PODS)),
+                             ("POST", http.post(PODS, json=pod("during")))):
+            started = loop.time()
+            r = await call
+            assert loop.time() - started < 2.5, method
+            assert r.status_code == 503, r.text
+            assert r.json()["reason"] == "ServiceUnavailable"
+            assert r.headers.get("Retry-After")
+        assert (await http.get("/readyz")).status_code == 503
+        etcd.process.start()
+
+        async def recovered() -> bool:
+            r = await http.get(f"{PODS}/before")
+            return r.status_code == 200
+
+        from tests.support import eventually
+        await eventually(recovered, timeout=30, what="apiserver recovery after etcd restart")
+        assert (await http.post(PODS, json=pod("after"))).status_code == 201
+        assert (await http.get(f"{PODS}/during")).status_code == 404
