@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: help venv deps etcd test lint up down clean images
+.PHONY: help venv deps docker-ready test lint up down clean images
 
 help:
 	@echo "make up     - run etcd, apiserver, scheduler and two kubelets in the foreground"
@@ -23,7 +23,12 @@ venv: $(VENV)/.installed
 deps:
 	@bash hack/install-deps.sh
 
-test: venv deps
+# dockerd and the local images (busybox demo image, pod sandbox) for the kubelet tests.
+docker-ready: deps
+	@bash hack/ensure-docker.sh
+	@bash hack/build-images.sh
+
+test: venv deps docker-ready
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
