@@ -317,7 +317,8 @@ class ApiServer:
                                               subresource=target.subresource)
 
         obj = await self.registry.guaranteed_update(resource, target.namespace, target.name,
-                                                    apply, precondition=precondition)
+                                                    apply, precondition=precondition,
+                                                    subresource=target.subresource)
         return json_response(obj)
 
     async def delete(self, request: Request, target: Target) -> Response:

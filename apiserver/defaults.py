@@ -15,7 +15,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from apiserver.quantity import QuantityError, parse_quantity
+from common.quantity import QuantityError, parse_quantity
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
 DEFAULT_SCHEDULER_NAME = "default-scheduler"

@@ -25,6 +25,8 @@ def now_rfc3339(now: datetime | None = None) -> str:
 
 
 def generate_name(prefix: str) -> str:
+    # kube keeps the generated name within 63 characters: a 58-character prefix + 5
+    prefix = prefix[:58]
     return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
 

@@ -153,11 +153,13 @@ class Registry:
             return objects.prepare_for_update(resource, pruned, current, subresource=subresource)
 
         updated = await self.guaranteed_update(resource, namespace, name, replace,
-                                               precondition=precondition)
+                                               precondition=precondition,
+                                               subresource=subresource)
         return updated, unknown
 
     async def guaranteed_update(self, resource: Resource, namespace: str | None, name: str,
                                 mutate: Mutation, *, precondition: str | None = None,
+                                subresource: str | None = None,
                                 validate: bool = True) -> dict[str, Any]:
         """Read, mutate, validate, write-if-unchanged; retry on a concurrent write.
 
@@ -170,11 +172,14 @@ class Registry:
             if precondition is not None and precondition != str(kv.mod_revision):
                 raise errors.conflict(resource.plural, name)
             new = mutate(kv.value)
+            if validate:
+                new = defaults.default_object(resource.plural, new, old=kv.value)
             if new == kv.value:
                 return objects.with_resource_version(kv.value, kv.mod_revision)
             if validate:
-                check_no_causes(resource, name,
-                                validation.validate_update(resource.plural, new, kv.value))
+                check = (validation.validate_status_update if subresource == "status"
+                         else validation.validate_update)
+                check_no_causes(resource, name, check(resource.plural, new, kv.value))
             lease = await self.event_leases.lease() if resource.plural == "events" else 0
             try:
                 revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,

@@ -44,7 +44,11 @@ def decode(resource: str, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str
     try:
         parsed = model.model_validate(obj)
     except ValidationError as e:
-        raise BadRequest(f'{kind} in version "v1" cannot be handled as a {kind}: '
+        # transformDecodeError names the kind and version the body claims to be
+        data_kind = obj.get("kind") if isinstance(obj.get("kind"), str) and obj["kind"] else kind
+        api_version = obj.get("apiVersion")
+        version = (api_version if isinstance(api_version, str) else "").rpartition("/")[2] or "v1"
+        raise BadRequest(f'{data_kind} in version "{version}" cannot be handled as a {kind}: '
                          f"{go_decode_message(model, e.errors()[0])}") from None
     pruned = parsed.model_dump(by_alias=True, exclude_unset=True, exclude_none=True)
     unknown: list[str] = []

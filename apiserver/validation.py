@@ -10,13 +10,14 @@ metadata) are included. Objects are validated after defaulting.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.quantity import QuantityError, parse_quantity
+from common.quantity import QuantityError, parse_quantity
 from common.errors import BadRequest
 
 Cause = dict[str, str]
@@ -375,6 +376,9 @@ def go_time(rfc3339: str) -> GoPrinted:
 
 # --- entry points --------------------------------------------------------------------------
 
+NAMESPACED = ("pods", "events", "bindings")
+
+
 def validate(resource: str, obj: dict[str, Any]) -> list[Cause]:
     """The causes kube-apiserver reports when creating obj (already defaulted)."""
     if resource == "pods":
@@ -390,16 +394,16 @@ def validate(resource: str, obj: dict[str, Any]) -> list[Cause]:
     else:
         raise ValueError(f"no validation for {resource!r}")
     if not errs:  # rest.BeforeCreate checks the generic metadata rules after the kind's own
-        errs = validate_object_meta(obj.get("metadata") or {}, namespaced=resource != "nodes"
-                                    and resource != "namespaces", name_check=path_segment_name)
+        errs = validate_object_meta(obj.get("metadata") or {}, namespaced=resource in NAMESPACED,
+                                    name_check=path_segment_name)
     return unique(errs)
 
 
 def validate_update(resource: str, new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     """The causes kube-apiserver reports when replacing old with new (both defaulted)."""
-    namespaced = resource in ("pods", "events")
     new_meta, old_meta = new.get("metadata") or {}, old.get("metadata") or {}
-    errs = validate_object_meta(new_meta, namespaced=namespaced, name_check=path_segment_name)
+    errs = validate_object_meta(new_meta, namespaced=resource in NAMESPACED,
+                                name_check=path_segment_name)
     errs += validate_object_meta_update(new_meta, old_meta)
     if resource == "pods":
         errs += validate_pod(new) + validate_pod_update(new, old)
@@ -414,9 +418,34 @@ def validate_update(resource: str, new: dict[str, Any], old: dict[str, Any]) -> 
     return unique(errs)
 
 
+def validate_status_update(resource: str, new: dict[str, Any],
+                           old: dict[str, Any]) -> list[Cause]:
+    """The causes of a PUT/PATCH to the status subresource (ValidatePodStatusUpdate & co.)."""
+    new_meta, old_meta = new.get("metadata") or {}, old.get("metadata") or {}
+    errs = validate_object_meta(new_meta, namespaced=resource in NAMESPACED,
+                                name_check=path_segment_name)
+    errs += validate_object_meta_update(new_meta, old_meta)
+    if resource == "pods":
+        errs += validate_pod_status_update(new, old)
+    elif resource == "nodes":
+        errs += validate_node_update(new, old)
+    return unique(errs)
+
+
+def warnings(resource: str, obj: dict[str, Any]) -> list[str]:
+    """The `Warning:` texts kube-apiserver returns for an accepted object (pod warnings)."""
+    if resource != "pods":
+        return []
+    grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds")
+    if isinstance(grace, int) and grace < 0:
+        return ["spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid "
+                "and will be treated as 1"]
+    return []
+
+
 def check_namespace(resource: str, obj: dict[str, Any], namespace: str | None) -> None:
     """rest.BeforeCreate's check: a namespaced object's namespace must match the URL's."""
-    if resource not in ("pods", "events", "bindings"):
+    if resource not in NAMESPACED:
         return
     in_body = (obj.get("metadata") or {}).get("namespace")
     if in_body and namespace and in_body != namespace:
@@ -860,8 +889,8 @@ def only_added_tolerations(new: list[dict[str, Any]], old: list[dict[str, Any]],
 
 
 def comparable(value: Any) -> Any:
-    """value with Go's zero values dropped, so that absent, null, "", false, {} and [] agree
-    (apiequality.Semantic.DeepEqual on the decoded structs)."""
+    """value with Go's zero values dropped, so that absent, null, "", 0, false, {} and [] agree
+    (apiequality.Semantic.DeepEqual on the decoded structs; 0 == False in Python)."""
     if isinstance(value, dict):
         out = {k: comparable(v) for k, v in value.items()}
         return {k: v for k, v in out.items() if v not in (None, "", False, {}, [])}
@@ -897,6 +926,70 @@ def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
         return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
                 for d in differences(a, b, f"{path}[{i}]")]
     return [] if old == new else [(path, old, new)]
+
+
+SYSTEM_POD_CONDITIONS = ("PodScheduled", "Ready", "Initialized")
+
+
+def validate_pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    status, old_status = new.get("status") or {}, old.get("status") or {}
+    errs = []
+    for i, condition in enumerate(status.get("conditions") or []):
+        kind = condition.get("type") or ""
+        if kind not in SYSTEM_POD_CONDITIONS:
+            # kube builds this path from "metadata" too
+            errs += [invalid(f"metadata.conditions[{i}].Type", kind, m)
+                     for m in is_qualified_name(kind)]
+    if ((new.get("spec") or {}).get("nodeName") or "") != ((old.get("spec") or {}).get("nodeName")
+                                                           or ""):
+        errs.append(forbidden("status.nodeName", "may not be changed directly"))
+    nominated = status.get("nominatedNodeName") or ""
+    if nominated and nominated != (old_status.get("nominatedNodeName") or ""):
+        errs += [invalid("status.nominatedNodeName", nominated, m)
+                 for m in name_is_dns_subdomain(nominated, False)]
+    restart_policy = (old.get("spec") or {}).get("restartPolicy") or ""
+    for key in ("containerStatuses", "initContainerStatuses"):
+        errs += terminated_stays_terminated(status.get(key) or [], old_status.get(key) or [],
+                                            f"status.{key}", restart_policy)
+    for key in ("podIPs", "hostIPs"):
+        errs += validate_ip_list(status.get(key) or [], f"status.{key}")
+    return errs
+
+
+def terminated_stays_terminated(new: list[dict[str, Any]], old: list[dict[str, Any]], path: str,
+                                restart_policy: str) -> list[Cause]:
+    """ValidateContainerStateTransition: without restarts, terminated is final."""
+    if restart_policy == "Always":
+        return []
+    errs = []
+    for i, before in enumerate(old):
+        terminated = (before.get("state") or {}).get("terminated")
+        if terminated is None:
+            continue
+        if terminated.get("exitCode", 0) != 0 and restart_policy == "OnFailure":
+            continue
+        for after in new:
+            if after.get("name") == before.get("name") and \
+                    (after.get("state") or {}).get("terminated") is None:
+                errs.append(forbidden(f"{path}[{i}].state",
+                                      "may not be transitioned to non-terminated state"))
+    return errs
+
+
+def validate_ip_list(entries: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        ip = entry.get("ip") or ""
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            errs.append(invalid(f"{path}[{i}]", ip,
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        if ip in seen:
+            errs.append(duplicate(f"{path}[{i}]", entry))
+        seen.add(ip)
+    return errs
 
 
 # --- nodes ---------------------------------------------------------------------------------

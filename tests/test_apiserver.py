@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
 import httpx
 import yaml
 
-from tests.support import unique
+from tests.support import Etcd, unique
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -327,7 +328,7 @@ async def test_delete_bound_pod_is_graceful(http: httpx.AsyncClient) -> None:
     assert (await http.get(f"{PODS}/{name}")).status_code == 404
 
 
-async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient) -> None:
+async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient, etcd: Etcd) -> None:
     name = unique("ev")
     event = {"metadata": {"name": f"{name}.1"}, "involvedObject": {
         "kind": "Pod", "namespace": "default", "name": name},
@@ -338,3 +339,9 @@ async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient) -> None:
     r = await http.get("/api/v1/namespaces/default/events",
                        params={"fieldSelector": f"involvedObject.name={name}"})
     assert [e["reason"] for e in r.json()["items"]] == ["Testing"]
+    # the etcd key carries a lease of about an hour (kube-apiserver's --event-ttl default)
+    key = base64.b64encode(f"/registry/events/default/{name}.1".encode()).decode()
+    kvs = httpx.post(f"{etcd.endpoint}/v3/kv/range", json={"key": key}).json()["kvs"]
+    lease = kvs[0]["lease"]
+    ttl = httpx.post(f"{etcd.endpoint}/v3/lease/timetolive", json={"ID": lease}).json()
+    assert 3500 <= int(ttl["grantedTTL"]) <= 3700

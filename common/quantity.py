@@ -14,7 +14,7 @@ Grammar (k8s.io/apimachinery/pkg/api/resource/quantity.go):
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_UP, Decimal, InvalidOperation
 
 SPLIT_RE = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
@@ -37,8 +37,21 @@ class QuantityError(ValueError):
     """A string that is not a quantity; str() is apimachinery's wording."""
 
 
+_NANO = Decimal("1e-9")
+_DECIMAL_SUFFIXES = {exponent: suffix for suffix, exponent in _DECIMAL_SI.items()}
+_BINARY_SUFFIXES = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
+
+
 def parse_quantity(text: str) -> Decimal:
-    """The exact value of a quantity, or QuantityError worded like resource.ParseQuantity."""
+    """The value of a quantity, or QuantityError worded like resource.ParseQuantity.
+
+    Like Kubernetes, precision below 1n is rounded up (away from zero).
+    """
+    return _parse(text)[0]
+
+
+def _parse(text: str) -> tuple[Decimal, str]:
+    """(value, format): format is "BinarySI", "DecimalExponent" or "DecimalSI"."""
     if not text:
         raise QuantityError(FORMAT_WRONG)
     match = _SCAN.fullmatch(text)
@@ -49,11 +62,44 @@ def parse_quantity(text: str) -> Decimal:
     if multiplier is None:
         raise QuantityError(SUFFIX_WRONG)
     try:
-        value = Decimal(number)
+        value = Decimal(number) * multiplier
     except InvalidOperation:
         raise QuantityError(NUMERIC_WRONG) from None
-    value *= multiplier
-    return -value if sign == "-" else value
+    if int(value.as_tuple().exponent) < -9:
+        value = value.quantize(_NANO, rounding=ROUND_UP)
+    if suffix in _BINARY_SI:
+        form = "BinarySI"
+    elif suffix[:1] in ("e", "E") and len(suffix) > 1:
+        form = "DecimalExponent"
+    else:
+        form = "DecimalSI"
+    return (-value if sign == "-" else value), form
+
+
+def canonical_quantity(text: str) -> str:
+    """The form Kubernetes writes a quantity back in (Quantity.String()).
+
+    `0.5` -> `500m`, `1000m` -> `1`, `2000` -> `2k`, `1.5Gi` -> `1536Mi`, `1e3` -> `1e3`.
+    """
+    value, form = _parse(text)
+    if value == 0:
+        return "0"
+    if form == "BinarySI" and not -1024 < value < 1024 and value == value.to_integral_value():
+        number, exponent = int(value), 0
+        while number % 1024 == 0 and exponent < len(_BINARY_SUFFIXES) - 1:
+            number, exponent = number // 1024, exponent + 1
+        return f"{number}{_BINARY_SUFFIXES[exponent]}"
+    sign, digits, raw_exponent = value.as_tuple()
+    mantissa, exponent = int("".join(map(str, digits))), int(raw_exponent)
+    while mantissa % 10 == 0:
+        mantissa, exponent = mantissa // 10, exponent + 1
+    shift = exponent % 3  # down to a multiple of 3: 1.1e5 is 110e3
+    mantissa, exponent = mantissa * 10**shift, exponent - shift
+    if form == "DecimalSI" and exponent in _DECIMAL_SUFFIXES:
+        suffix = _DECIMAL_SUFFIXES[exponent]
+    else:
+        suffix = f"e{exponent}" if exponent else ""
+    return f"{'-' if sign else ''}{mantissa}{suffix}"
 
 
 def suffix_multiplier(suffix: str) -> Decimal | None:
@@ -68,16 +114,15 @@ def suffix_multiplier(suffix: str) -> Decimal | None:
 
 
 def quantity_string(value: object) -> str:
-    """The string form of a quantity given as a JSON string or number; QuantityError if invalid.
+    """The canonical string of a quantity given as a JSON string or number; QuantityError if not.
 
-    Quantities arrive as strings (`"100m"`) or JSON numbers (`1`, `0.5`), like
-    resource.Quantity.UnmarshalJSON accepts them.
+    Quantities arrive as strings (`"100m"`) or JSON numbers (`1`, `0.5`), as
+    resource.Quantity.UnmarshalJSON accepts them, and are written back canonical.
     """
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise QuantityError(FORMAT_WRONG)
-    text = value if isinstance(value, str) else number_text(value)
-    parse_quantity(text)
-    return text
+    text = value.strip() if isinstance(value, str) else number_text(value)
+    return canonical_quantity(text)
 
 
 def number_text(number: int | float) -> str:

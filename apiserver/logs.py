@@ -1,0 +1,125 @@
+"""`GET pods/{name}/log`: forwarded to the kubelet of the pod's node, as kube-apiserver does.
+
+The kubelet is found from the Node: its InternalIP address and
+`status.daemonEndpoints.kubeletEndpoint.Port`. Its plain-text errors come back as
+Status errors with the same message; a kubelet that cannot be reached is a 500 with
+the dial error, like kube-apiserver's. With `follow=true` the answer is streamed for
+as long as the kubelet streams it, and dropping the client drops the upstream stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from starlette.responses import Response, StreamingResponse
+
+from common import errors
+
+FORWARDED_PARAMS = ("follow", "tailLines", "timestamps", "previous", "sinceSeconds",
+                    "limitBytes")
+CONNECT_TIMEOUT_SECONDS = 5.0
+READ_TIMEOUT_SECONDS = 60.0
+
+
+def choose_container(pod: Mapping[str, Any], requested: str | None) -> str:
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
+    if requested:
+        init_names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("initContainers")
+                      or []]
+        if requested not in names and requested not in init_names:
+            raise errors.BadRequest(f"container {requested} is not valid for pod {name}")
+        return requested
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise errors.BadRequest(f"pod {name} has no containers")
+    raise errors.BadRequest(f"a container name must be specified for pod {name}, "
+                            f"choose one of: [{' '.join(names)}]")
+
+
+def kubelet_base_url(node: Mapping[str, Any]) -> str:
+    status = node.get("status") or {}
+    node_name = (node.get("metadata") or {}).get("name", "")
+    addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
+    host = addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    if not host or not port:
+        raise errors.InternalError(f"node {node_name} does not report a kubelet address "
+                                   f"(status.addresses / daemonEndpoints.kubeletEndpoint)")
+    if ":" in str(host) and not str(host).startswith("["):
+        host = f"[{host}]"  # IPv6
+    return f"http://{host}:{int(port)}"
+
+
+def kubelet_log_url(pod: Mapping[str, Any], node: Mapping[str, Any], container: str) -> str:
+    meta = pod.get("metadata") or {}
+    namespace = quote(str(meta.get("namespace") or "default"), safe="")
+    name = quote(str(meta.get("name") or ""), safe="")
+    return (f"{kubelet_base_url(node)}/containerLogs/{namespace}/{name}/"
+            f"{quote(container, safe='')}")
+
+
+def forwarded_params(params: Mapping[str, str]) -> dict[str, str]:
+    return {key: str(params[key]) for key in FORWARDED_PARAMS if params.get(key) not in (None, "")}
+
+
+def error_from_kubelet(status_code: int, body: bytes) -> errors.ApiError:
+    message = body.decode(errors="replace").strip() or f"the kubelet answered HTTP {status_code}"
+    if status_code == 404:
+        return errors.NotFound(message)
+    if status_code == 400:
+        return errors.BadRequest(message)
+    if status_code == 403:
+        return errors.Forbidden(message)
+    return errors.InternalError(message)
+
+
+def _is_follow(params: Mapping[str, str]) -> bool:
+    return str(params.get("follow") or "").lower() in ("true", "1")
+
+
+async def proxy_pod_log(pod: dict, node: dict, params: Mapping[str, str]) -> Response:
+    container = choose_container(pod, params.get("container"))
+    url = kubelet_log_url(pod, node, container)
+    follow = _is_follow(params)
+    timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS,
+                            read=None if follow else READ_TIMEOUT_SECONDS)
+    client = httpx.AsyncClient(timeout=timeout)
+    try:
+        request = client.build_request("GET", url, params=forwarded_params(params))
+        upstream = await client.send(request, stream=True)
+    except httpx.HTTPError as e:
+        await client.aclose()
+        raise errors.InternalError(f'Get "{url}": {e}') from e
+    if upstream.status_code >= 300:
+        body = await upstream.aread()
+        await upstream.aclose()
+        await client.aclose()
+        raise error_from_kubelet(upstream.status_code, body)
+
+    if not follow:
+        try:
+            data = await upstream.aread()
+        except httpx.HTTPError as e:
+            raise errors.InternalError(f'Get "{url}": {e}') from e
+        finally:
+            await upstream.aclose()
+            await client.aclose()
+        return Response(data, media_type="text/plain")
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in upstream.aiter_raw():
+                yield chunk
+        except httpx.HTTPError:
+            return  # the kubelet went away mid-stream: end the log
+        finally:
+            await upstream.aclose()
+            await client.aclose()
+
+    return StreamingResponse(relay(), media_type="text/plain")

@@ -1,0 +1,249 @@
+"""An asyncio client for the Kubernetes core/v1 API, built on httpx.
+
+Every non-2xx answer is raised as the `common.errors` class of its Status reason,
+chained from the `httpx.HTTPStatusError`; connection failures surface as the
+`httpx.TransportError` subclasses httpx raises. `watch` is an async generator of
+`{"type": ..., "object": ...}` events read from the JSON-lines stream.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+from collections.abc import AsyncGenerator
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from common.errors import ApiError, Gone, error_from_status
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/v1"
+
+PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+
+
+def resource_path(resource: str, *, namespace: str | None = None, name: str | None = None,
+                  subresource: str | None = None) -> str:
+    """The URL path of a collection, an object, or an object's subresource."""
+    path = API_PREFIX
+    if namespace:
+        path += f"/namespaces/{quote(namespace, safe='')}"
+    path += f"/{resource}"
+    if name is not None:
+        if not name:
+            raise ValueError(f"an object name is required to address {resource}")
+        path += f"/{quote(name, safe='')}"
+    elif subresource:
+        raise ValueError("a subresource needs an object name")
+    if subresource:
+        path += f"/{subresource}"
+    return path
+
+
+def selector_params(*, label_selector: str | None,
+                    field_selector: str | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+def watch_params(*, resource_version: str | None, label_selector: str | None,
+                 field_selector: str | None, timeout_seconds: int | None,
+                 allow_bookmarks: bool) -> dict[str, str]:
+    params = {"watch": "true",
+              **selector_params(label_selector=label_selector, field_selector=field_selector)}
+    if resource_version:
+        params["resourceVersion"] = resource_version
+    if timeout_seconds is not None:
+        params["timeoutSeconds"] = str(timeout_seconds)
+    if allow_bookmarks:
+        params["allowWatchBookmarks"] = "true"
+    return params
+
+
+def error_from_response(response: httpx.Response, body: bytes) -> ApiError:
+    """The ApiError a non-2xx answer stands for, from its Status body when it has one."""
+    status: dict[str, Any] = {}
+    try:
+        decoded = json.loads(body) if body else {}
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            status = decoded
+    except ValueError:
+        pass
+    if not status:
+        text = body.decode(errors="replace").strip()
+        status = {"message": text or f"the server responded with HTTP {response.status_code}"}
+    err = error_from_status(status, code=response.status_code)
+    err.headers = dict(response.headers)
+    return err
+
+
+def error_from_watch_event(status: dict[str, Any]) -> ApiError:
+    """The ApiError an ERROR watch event carries; code 410 is always Gone."""
+    err = error_from_status(status)
+    if int(status.get("code") or 0) == 410 and not isinstance(err, Gone):
+        return Gone(err.message, details=err.details)
+    return err
+
+
+def raise_for_status(response: httpx.Response, body: bytes) -> None:
+    try:
+        response.raise_for_status()
+    except httpx.HTTPStatusError as e:
+        raise error_from_response(response, body) from e
+
+
+def decode_watch_line(line: str) -> dict[str, Any] | None:
+    """One watch event from one line of the stream; None for a blank keep-alive line."""
+    line = line.strip()
+    if not line:
+        return None
+    event = json.loads(line)
+    if not isinstance(event, dict) or "type" not in event:
+        raise ValueError(f"not a watch event: {line[:200]}")
+    return event
+
+
+class ApiClient:
+    """Kubernetes core/v1 API over HTTP; use as `async with ApiClient(url) as client:`."""
+
+    def __init__(self, base_url: str, *, timeout: float = 30.0,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 user_agent: str = "kubelite") -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout, transport=transport,
+            headers={"User-Agent": user_agent, "Accept": "application/json"})
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
+                       body: Any = None, content_type: str = "application/json") -> dict:
+        headers = {}
+        content = None
+        if body is not None:
+            content = json.dumps(body).encode()
+            headers["Content-Type"] = content_type
+        response = await self._http.request(method, path, params=params, content=content,
+                                            headers=headers)
+        log.debug("%s %s -> %d", method, path, response.status_code)
+        raise_for_status(response, response.content)
+        if not response.content:
+            return {}
+        decoded = response.json()
+        if not isinstance(decoded, dict):
+            raise ValueError(f"{method} {path}: expected a JSON object, got {decoded!r:.200}")
+        return decoded
+
+    async def get(self, resource: str, name: str, *, namespace: str | None = None,
+                  subresource: str | None = None) -> dict:
+        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        return await self._request("GET", path)
+
+    async def list(self, resource: str, *, namespace: str | None = None,
+                   label_selector: str | None = None,
+                   field_selector: str | None = None) -> dict:
+        params = selector_params(label_selector=label_selector, field_selector=field_selector)
+        return await self._request("GET", resource_path(resource, namespace=namespace),
+                                   params=params)
+
+    async def create(self, resource: str, obj: dict, *, namespace: str | None = None) -> dict:
+        namespace = namespace if namespace is not None else _namespace_of(obj)
+        return await self._request("POST", resource_path(resource, namespace=namespace),
+                                   body=obj)
+
+    async def update(self, resource: str, obj: dict, *, namespace: str | None = None,
+                     subresource: str | None = None) -> dict:
+        namespace = namespace if namespace is not None else _namespace_of(obj)
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        return await self._request("PUT", path, body=obj)
+
+    async def update_status(self, resource: str, obj: dict, *,
+                            namespace: str | None = None) -> dict:
+        return await self.update(resource, obj, namespace=namespace, subresource="status")
+
+    async def patch(self, resource: str, name: str, patch: dict | builtins.list, *,
+                    namespace: str | None = None, subresource: str | None = None,
+                    patch_type: str = "merge") -> dict:
+        try:
+            content_type = PATCH_CONTENT_TYPES[patch_type]
+        except KeyError:
+            raise ValueError(f"unknown patch type {patch_type!r}; "
+                             f"expected one of {sorted(PATCH_CONTENT_TYPES)}") from None
+        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        return await self._request("PATCH", path, body=patch, content_type=content_type)
+
+    async def delete(self, resource: str, name: str, *, namespace: str | None = None,
+                     grace_period_seconds: int | None = None) -> dict:
+        # Like kubectl: DeleteOptions in the body; the query parameter too, for servers
+        # that only read that one (kube-apiserver accepts both).
+        params: dict[str, str] = {}
+        body: dict[str, Any] | None = None
+        if grace_period_seconds is not None:
+            params["gracePeriodSeconds"] = str(grace_period_seconds)
+            body = {"kind": "DeleteOptions", "apiVersion": "v1",
+                    "gracePeriodSeconds": grace_period_seconds}
+        return await self._request("DELETE", resource_path(resource, namespace=namespace,
+                                                           name=name),
+                                   params=params, body=body)
+
+    async def bind(self, namespace: str, name: str, node_name: str) -> None:
+        binding = {
+            "apiVersion": "v1", "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
+        }
+        path = resource_path("pods", namespace=namespace, name=name, subresource="binding")
+        await self._request("POST", path, body=binding)
+
+    async def watch(self, resource: str, *, namespace: str | None = None,
+                    resource_version: str | None = None, label_selector: str | None = None,
+                    field_selector: str | None = None, timeout_seconds: int | None = None,
+                    allow_bookmarks: bool = True) -> AsyncGenerator[dict, None]:
+        """Events of one watch stream, until the server ends it.
+
+        An ERROR event raises its ApiError (code 410 -> `Gone`: list again). Close the
+        generator (`contextlib.aclosing`) to drop the connection early.
+        """
+        params = watch_params(resource_version=resource_version,
+                              label_selector=label_selector, field_selector=field_selector,
+                              timeout_seconds=timeout_seconds, allow_bookmarks=allow_bookmarks)
+        # A watch is quiet for as long as nothing changes: never cut it on a read timeout.
+        timeout = httpx.Timeout(self.timeout, read=None)
+        path = resource_path(resource, namespace=namespace)
+        async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            if response.status_code >= 300:
+                raise_for_status(response, await response.aread())
+            async for line in response.aiter_lines():
+                event = decode_watch_line(line)
+                if event is None:
+                    continue
+                if event["type"] == "ERROR":
+                    raise error_from_watch_event(event.get("object") or {})
+                yield event
+
+
+def _namespace_of(obj: dict) -> str | None:
+    return (obj.get("metadata") or {}).get("namespace") or None

@@ -1,0 +1,299 @@
+"""A shared informer, after client-go's Reflector + SharedInformer (tools/cache).
+
+`run()` lists, then watches from the list's resourceVersion and applies every event
+to a local store keyed "namespace/name" (or "name" for cluster-scoped objects),
+calling `on_add(obj)`, `on_update(old, new)` and `on_delete(obj)` after the store has
+changed. When a stream drops or ends it watches again from the last resourceVersion
+seen (BOOKMARKs included), with a capped exponential back-off; on 410 Gone it lists
+again and delivers the difference between the store and the new list.
+
+Handlers may be plain functions or coroutine functions. They run inline, one event
+at a time, so they should be quick (enqueue work, don't do it). They must not mutate
+the objects they receive: those are the store's own objects. A handler that raises
+is logged and the informer carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import inspect
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+
+from common.client import ApiClient
+from common.errors import ApiError, Gone
+
+log = logging.getLogger(__name__)
+
+INITIAL_BACKOFF_SECONDS = 0.2
+MAX_BACKOFF_SECONDS = 30.0
+# A watch that lasted this long, or delivered any event, counts as a success and
+# resets the back-off.
+HEALTHY_WATCH_SECONDS = 5.0
+# Like client-go's reflector: each watch asks the server to end it after 5 to 10
+# minutes, so a silently dead connection cannot stall the informer for good.
+MIN_WATCH_TIMEOUT_SECONDS = 300
+
+Action = Literal["add", "update", "delete"]
+
+
+def object_key(obj: dict) -> str:
+    """The store key: "namespace/name", or "name" for a cluster-scoped object."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = str(metadata.get("name") or "")
+    return f"{namespace}/{name}" if namespace else name
+
+
+def resource_version_of(obj: dict) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion") or None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One handler call to make: add(new), update(old, new) or delete(old)."""
+
+    action: Action
+    key: str
+    new: dict | None = None
+    old: dict | None = None
+
+
+def change_for_event(event_type: str, obj: dict, old: dict | None) -> Change | None:
+    """What a watch event means for a store that holds `old` under the object's key."""
+    key = object_key(obj)
+    if event_type in ("ADDED", "MODIFIED"):
+        if old is None:
+            return Change("add", key, new=obj)
+        return Change("update", key, new=obj, old=old)
+    if event_type == "DELETED":
+        # Deleting what we never saw is a no-op; hand over the final state we were sent.
+        return Change("delete", key, old=obj) if old is not None else None
+    return None  # BOOKMARK: only moves the resourceVersion
+
+
+def changes_for_relist(store: dict[str, dict], items: Iterable[dict]) -> list[Change]:
+    """Turn a fresh list into the changes that make `store` equal to it.
+
+    New keys are adds, keys whose resourceVersion moved are updates (in list order),
+    then keys that vanished are deletes carrying the last state we knew.
+    """
+    changes: list[Change] = []
+    listed: set[str] = set()
+    for obj in items:
+        key = object_key(obj)
+        listed.add(key)
+        old = store.get(key)
+        if old is None:
+            changes.append(Change("add", key, new=obj))
+        elif resource_version_of(old) != resource_version_of(obj):
+            changes.append(Change("update", key, new=obj, old=old))
+    changes.extend(Change("delete", key, old=old)
+                   for key, old in store.items() if key not in listed)
+    return changes
+
+
+def with_type_meta(item: dict, list_obj: dict) -> dict:
+    """List items may come without kind/apiVersion; give them the list's (PodList -> Pod)."""
+    if item.get("kind") and item.get("apiVersion"):
+        return item
+    list_kind = str(list_obj.get("kind") or "")
+    kind = item.get("kind") or (list_kind[:-4] if list_kind.endswith("List") else list_kind)
+    return {"apiVersion": item.get("apiVersion") or list_obj.get("apiVersion") or "v1",
+            "kind": kind, **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}}
+
+
+def watch_was_healthy(*, events: int, seconds: float) -> bool:
+    return events > 0 or seconds >= HEALTHY_WATCH_SECONDS
+
+
+@dataclass
+class Backoff:
+    """Capped exponential back-off: initial, doubling, up to cap; reset on success."""
+
+    initial: float = INITIAL_BACKOFF_SECONDS
+    cap: float = MAX_BACKOFF_SECONDS
+    _current: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        self._current = self.initial
+
+    def next(self) -> float:
+        delay = self._current
+        self._current = min(self._current * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._current = self.initial
+
+
+class Informer:
+    """A local, event-driven copy of one resource collection."""
+
+    def __init__(self, client: ApiClient, resource: str, *, namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 on_add: Callable[[dict], Any] | None = None,
+                 on_update: Callable[[dict, dict], Any] | None = None,
+                 on_delete: Callable[[dict], Any] | None = None,
+                 name: str = "") -> None:
+        self._client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self._on_add = on_add
+        self._on_update = on_update
+        self._on_delete = on_delete
+        self.name = name or _describe(resource, namespace=namespace,
+                                      label_selector=label_selector,
+                                      field_selector=field_selector)
+        self._store: dict[str, dict] = {}
+        self._resource_version: str | None = None
+        self._watch_events = 0
+        self._synced = asyncio.Event()
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    @property
+    def last_sync_resource_version(self) -> str | None:
+        """The resourceVersion the next watch starts from."""
+        return self._resource_version
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    def get(self, key: str) -> dict | None:
+        return self._store.get(key)
+
+    def list(self) -> builtins.list[dict]:
+        return builtins.list(self._store.values())
+
+    async def run(self) -> None:
+        """List, then watch; rewatch or relist forever, until cancelled."""
+        backoff = Backoff()
+        must_list = True
+        while True:
+            if must_list:
+                try:
+                    await self._list_and_replace()
+                    must_list = False
+                except Exception as e:
+                    delay = backoff.next()
+                    log.warning("%s: list failed (%s); retrying in %.1fs",
+                                self.name, _explain(e), delay, exc_info=_unexpected(e))
+                    await asyncio.sleep(delay)
+                    continue
+
+            started = time.monotonic()
+            clean_end = False
+            try:
+                await self._watch()
+                clean_end = True
+            except Gone as e:
+                must_list = True
+                backoff.reset()  # the server is there and answering: relist promptly
+                log.info("%s: watch from resourceVersion %s expired (%s); listing again",
+                         self.name, self._resource_version, e.message)
+            except Exception as e:
+                log.warning("%s: watch dropped (%s)", self.name, _explain(e),
+                            exc_info=_unexpected(e))
+
+            events = self._watch_events
+            if watch_was_healthy(events=events, seconds=time.monotonic() - started):
+                backoff.reset()
+                if clean_end:
+                    log.info("%s: watch ended after %d events; watching again from "
+                             "resourceVersion %s", self.name, events, self._resource_version)
+                    continue
+            delay = backoff.next()
+            if must_list:
+                log.info("%s: listing again in %.1fs", self.name, delay)
+            else:
+                log.info("%s: watching again in %.1fs from resourceVersion %s", self.name,
+                         delay, self._resource_version)
+            await asyncio.sleep(delay)
+
+    async def _list_and_replace(self) -> None:
+        listed = await self._client.list(self.resource, namespace=self.namespace,
+                                         label_selector=self.label_selector,
+                                         field_selector=self.field_selector)
+        items = [with_type_meta(item, listed) for item in listed.get("items") or []]
+        changes = changes_for_relist(self._store, items)
+        self._resource_version = (listed.get("metadata") or {}).get("resourceVersion") or None
+        log.info("%s: listed %d objects at resourceVersion %s (%d changes)", self.name,
+                 len(items), self._resource_version, len(changes))
+        for change in changes:
+            await self._apply(change)
+        self._synced.set()
+
+    async def _watch(self) -> None:
+        """Apply one watch stream's events until it ends; counts them in _watch_events."""
+        self._watch_events = 0
+        timeout = random.randint(MIN_WATCH_TIMEOUT_SECONDS, 2 * MIN_WATCH_TIMEOUT_SECONDS)
+        log.debug("%s: watching from resourceVersion %s", self.name, self._resource_version)
+        stream = self._client.watch(self.resource, namespace=self.namespace,
+                                    resource_version=self._resource_version,
+                                    label_selector=self.label_selector,
+                                    field_selector=self.field_selector,
+                                    timeout_seconds=timeout, allow_bookmarks=True)
+        async with aclosing(stream):
+            async for event in stream:
+                self._watch_events += 1
+                obj = event.get("object") or {}
+                old = self._store.get(object_key(obj))
+                change = change_for_event(str(event.get("type")), obj, old)
+                if change is not None:
+                    await self._apply(change)
+                self._resource_version = resource_version_of(obj) or self._resource_version
+
+    async def _apply(self, change: Change) -> None:
+        """Update the store, then tell the handler (it sees the store already changed)."""
+        if change.action == "delete":
+            self._store.pop(change.key, None)
+        else:
+            assert change.new is not None
+            self._store[change.key] = change.new
+        if change.action == "add" and self._on_add is not None:
+            await self._call(change, self._on_add, change.new)
+        elif change.action == "update" and self._on_update is not None:
+            await self._call(change, self._on_update, change.old, change.new)
+        elif change.action == "delete" and self._on_delete is not None:
+            await self._call(change, self._on_delete, change.old)
+
+    async def _call(self, change: Change, handler: Callable[..., Any], *args: Any) -> None:
+        try:
+            result = handler(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("%s: on_%s handler failed for %s", self.name, change.action,
+                          change.key)
+
+
+def _describe(resource: str, *, namespace: str | None, label_selector: str | None,
+              field_selector: str | None) -> str:
+    parts = [f"{namespace}/{resource}" if namespace else resource]
+    if label_selector:
+        parts.append(f"labels {label_selector}")
+    if field_selector:
+        parts.append(f"fields {field_selector}")
+    return "informer " + " ".join(parts)
+
+
+def _unexpected(e: Exception) -> bool:
+    """Not a network, API or decoding failure: worth a traceback in the log."""
+    return not isinstance(e, httpx.HTTPError | ApiError | ValueError)
+
+
+def _explain(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
