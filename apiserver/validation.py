@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from common.quantity import QuantityError, parse_quantity
 from common.errors import BadRequest
+from common.quantity import QuantityError, parse_quantity
 
 Cause = dict[str, str]
 NameCheck = Callable[[str, bool], list[str]]

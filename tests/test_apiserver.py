@@ -341,7 +341,8 @@ async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient, etcd: Etc
     assert [e["reason"] for e in r.json()["items"]] == ["Testing"]
     # the etcd key carries a lease of about an hour (kube-apiserver's --event-ttl default)
     key = base64.b64encode(f"/registry/events/default/{name}.1".encode()).decode()
-    kvs = httpx.post(f"{etcd.endpoint}/v3/kv/range", json={"key": key}).json()["kvs"]
-    lease = kvs[0]["lease"]
-    ttl = httpx.post(f"{etcd.endpoint}/v3/lease/timetolive", json={"ID": lease}).json()
+    async with httpx.AsyncClient(base_url=etcd.endpoint) as raw:
+        kvs = (await raw.post("/v3/kv/range", json={"key": key})).json()["kvs"]
+        lease = kvs[0]["lease"]
+        ttl = (await raw.post("/v3/lease/timetolive", json={"ID": lease})).json()
     assert 3500 <= int(ttl["grantedTTL"]) <= 3700
