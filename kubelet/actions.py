@@ -1,0 +1,174 @@
+"""What to do to a pod: a pure diff of the desired pod (API) against the runtime's view.
+
+Modelled on kuberuntime_manager.go computePodActions: decide whether the sandbox must
+be (re)created, which containers to start (with which attempt number) and which to
+kill. Restarting the kubelet and recomputing gives the same answer, which is what makes
+adoption of running containers free of duplicates.
+
+Also the kubelet's back-off (client-go flowcontrol.Backoff): per-key delays doubling
+from 10 s to 5 min, forgotten once the key has been quiet for twice the maximum
+(so a container that ran 10 minutes starts again from 10 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubelet.runtime import ContainerInfo, PodObservation, SandboxInfo, container_spec_hash
+from kubelet.status import restart_policy, should_restart
+
+INITIAL_BACKOFF_SECONDS = 10.0
+MAX_BACKOFF_SECONDS = 300.0
+
+
+@dataclass
+class BackoffEntry:
+    delay: float
+    last_update: float
+
+
+@dataclass
+class Backoff:
+    """Times are plain floats (seconds on any clock) so tests need no sleeping."""
+
+    initial: float = INITIAL_BACKOFF_SECONDS
+    maximum: float = MAX_BACKOFF_SECONDS
+    entries: dict[str, BackoffEntry] = field(default_factory=dict)
+
+    def _expired(self, entry: BackoffEntry, at: float) -> bool:
+        return at - entry.last_update > 2 * self.maximum
+
+    def next(self, key: str, at: float) -> None:
+        """Record a failure at `at`: the first one (or after a long quiet) starts at `initial`."""
+        entry = self.entries.get(key)
+        if entry is None or self._expired(entry, at):
+            self.entries[key] = BackoffEntry(self.initial, at)
+        else:
+            entry.delay = min(entry.delay * 2, self.maximum)
+            entry.last_update = at
+
+    def delay(self, key: str) -> float:
+        entry = self.entries.get(key)
+        return entry.delay if entry else 0.0
+
+    def in_backoff_since(self, key: str, since: float, now: float) -> bool:
+        """Whether `now` is within the current delay counted from `since` (a crash's end)."""
+        entry = self.entries.get(key)
+        if entry is None or self._expired(entry, now):
+            return False
+        return now - since < entry.delay
+
+    def in_backoff_since_update(self, key: str, now: float) -> bool:
+        """Whether `now` is within the current delay counted from the last failure."""
+        entry = self.entries.get(key)
+        if entry is None or self._expired(entry, now):
+            return False
+        return now - entry.last_update < entry.delay
+
+    def forget_prefix(self, prefix: str) -> None:
+        for key in [k for k in self.entries if k.startswith(prefix)]:
+            del self.entries[key]
+
+
+@dataclass(frozen=True)
+class StartContainer:
+    name: str
+    attempt: int
+    previous: ContainerInfo | None  # the newest earlier instance, for the crash back-off
+
+
+@dataclass(frozen=True)
+class KillContainer:
+    container: ContainerInfo
+    message: str
+
+
+@dataclass
+class PodActions:
+    kill_pod: bool = False  # stop every container and the sandbox
+    create_sandbox: bool = False
+    sandbox_attempt: int = 0
+    start: list[StartContainer] = field(default_factory=list)
+    kill: list[KillContainer] = field(default_factory=list)
+
+
+def sandbox_changed(pod: Mapping[str, Any], observation: PodObservation) -> tuple[bool, int]:
+    """(needs a new sandbox, its attempt number) like podSandboxChanged."""
+    latest: SandboxInfo | None = observation.latest_sandbox()
+    if latest is None:
+        return True, 0
+    ready = [s for s in observation.sandboxes if s.ready]
+    host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
+    if len(ready) > 1 or not latest.ready or latest.host_network != host_network:
+        return True, latest.attempt + 1
+    return False, latest.attempt
+
+
+def _next_attempt(latest: ContainerInfo | None) -> int:
+    return latest.attempt + 1 if latest is not None else 0
+
+
+def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> PodActions:
+    specs = list((pod.get("spec") or {}).get("containers") or [])
+    policy = restart_policy(pod)
+    create, attempt = sandbox_changed(pod, observation)
+    actions = PodActions(create_sandbox=create, sandbox_attempt=attempt)
+
+    if create:
+        actions.kill_pod = observation.latest_sandbox() is not None
+        # A Never pod whose containers have already run is done: no new sandbox for it.
+        if policy == "Never" and attempt != 0 and observation.containers:
+            actions.create_sandbox = False
+            return actions
+        for spec in specs:
+            latest = observation.latest(spec["name"])
+            if policy == "OnFailure" and latest is not None and latest.state == "exited" \
+                    and latest.exit_code == 0:
+                continue
+            if policy == "Never" and latest is not None and latest.state == "exited":
+                continue
+            actions.start.append(StartContainer(spec["name"], _next_attempt(latest), latest))
+        if not actions.start:  # nothing to run in a new sandbox: do not make one
+            actions.create_sandbox = False
+        return actions
+
+    wanted = {spec["name"] for spec in specs}
+    keep = 0
+    for spec in specs:
+        latest = observation.latest(spec["name"])
+        if latest is not None and latest.state == "running":
+            if latest.spec_hash and latest.spec_hash != container_spec_hash(spec):
+                actions.kill.append(KillContainer(
+                    latest, f"Container {spec['name']} definition changed, will be restarted"))
+                actions.start.append(StartContainer(spec["name"], latest.attempt + 1, latest))
+            else:
+                keep += 1
+            continue
+        if should_restart(pod, latest):
+            actions.start.append(StartContainer(spec["name"], _next_attempt(latest), latest))
+    for container in observation.containers:
+        if container.state == "running" and container.name not in wanted:
+            actions.kill.append(KillContainer(
+                container, f"Container {container.name} is not in the pod's spec"))
+    if keep == 0 and not actions.start:
+        actions.kill_pod = True  # nothing left to run: stop the sandbox too
+    return actions
+
+
+def containers_to_garbage_collect(observation: PodObservation, *,
+                                  keep_per_container: int = 2) -> list[str]:
+    """Ids of exited instances beyond the newest `keep_per_container` of each container
+    (current + previous, which `logs --previous` reads), and of sandboxes that are neither
+    the newest one nor running."""
+    doomed: list[str] = []
+    seen: dict[str, int] = {}
+    for container in observation.containers:  # newest first
+        seen[container.name] = seen.get(container.name, 0) + 1
+        if seen[container.name] > keep_per_container and container.state != "running":
+            doomed.append(container.id)
+    for sandbox in observation.sandboxes[1:]:
+        if not sandbox.ready:
+            doomed.append(sandbox.id)
+    return doomed

@@ -1,0 +1,140 @@
+"""The kubelet process: node registration, pod informer, pod workers, PLEG relist, HTTP server.
+
+    python -m kubelet --apiserver http://127.0.0.1:8080 --node-name node1 \
+        [--node-labels k=v,k2=v2] [--node-ip IP] [--docker-socket /var/run/docker.sock] \
+        [--port 10250] [--address 127.0.0.1] [--pod-infra-container-image IMAGE]
+
+SIGTERM/SIGINT stop the kubelet and leave its pods running, as the real kubelet does;
+the next kubelet on the node adopts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Sequence
+
+import uvicorn
+
+from common.client import ApiClient
+from common.events import EventRecorder
+from common.informer import Informer
+from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
+from kubelet.node import NodeAgent, NodeConfig, parse_node_labels
+from kubelet.pod_workers import KubeletConfig, PodWorkers
+from kubelet.runtime import ContainerSummary, Runtime, changed_pods
+from kubelet.server import make_app
+
+log = logging.getLogger("kubelet")
+
+DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
+RELIST_SECONDS = 1.0
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="kubelet", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--apiserver", required=True, help="the apiserver's URL")
+    parser.add_argument("--node-name", required=True)
+    parser.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
+    parser.add_argument("--node-ip", default="127.0.0.1",
+                        help="the address the Node advertises (InternalIP)")
+    parser.add_argument("--docker-socket", default=DEFAULT_SOCKET)
+    parser.add_argument("--port", type=int, default=10250, help="the kubelet's HTTP port")
+    parser.add_argument("--address", default="127.0.0.1", help="the address to serve on")
+    parser.add_argument("--pod-infra-container-image", default=DEFAULT_SANDBOX_IMAGE,
+                        help="the pod sandbox image (kubelite/pause:3.10 when offline)")
+    parser.add_argument("--resync-seconds", type=float, default=10.0)
+    parser.add_argument("--heartbeat-seconds", type=float, default=10.0)
+    parser.add_argument("--log-level", default="info",
+                        choices=["debug", "info", "warning", "error"])
+    return parser.parse_args(argv)
+
+
+async def relist_forever(runtime: Runtime, workers: PodWorkers, informer: Informer, *,
+                         interval: float = RELIST_SECONDS) -> None:
+    """PLEG: list our containers, wake the workers of pods whose containers changed, and
+    clean up containers of pods we no longer have (once the informer knows every pod)."""
+    previous: dict[str, ContainerSummary] = {}
+    while True:
+        try:
+            summaries = await runtime.list_summaries()
+        except Exception as e:
+            log.warning("relist failed: %s: %s", type(e).__name__, e)
+        else:
+            current = {s.id: s for s in summaries}
+            for uid in changed_pods(previous, current):
+                workers.poke(uid)
+            previous = current
+            if informer.has_synced:
+                await workers.cleanup_orphans(summaries)
+        await asyncio.sleep(interval)
+
+
+async def run(args: argparse.Namespace) -> None:
+    node_name: str = args.node_name
+    docker = DockerClient(args.docker_socket)
+    runtime = DockerRuntime(docker, node_name=node_name,
+                            sandbox_image=args.pod_infra_container_image)
+    api = ApiClient(args.apiserver, user_agent=f"kubelet/{node_name}")
+    recorder = EventRecorder(api, component="kubelet", host=node_name)
+    workers = PodWorkers(runtime=runtime, api=api, recorder=recorder,
+                         config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
+                                              resync_seconds=args.resync_seconds))
+    informer = Informer(api, "pods", field_selector=f"spec.nodeName={node_name}",
+                        on_add=workers.update, on_update=lambda _old, new: workers.update(new),
+                        on_delete=workers.forget, name=f"kubelet {node_name} pods")
+    agent = NodeAgent(client=api, runtime=runtime,
+                      config=NodeConfig(node_name=node_name, node_ip=args.node_ip,
+                                        port=args.port,
+                                        labels=parse_node_labels(args.node_labels)),
+                      heartbeat_seconds=args.heartbeat_seconds)
+    server = uvicorn.Server(uvicorn.Config(
+        make_app(runtime=runtime, get_pod=workers.get_pod), host=args.address, port=args.port,
+        log_level="warning", lifespan="off", access_log=False))
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    server_task = asyncio.create_task(server.serve(), name="kubelet-server")
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        registration = asyncio.create_task(agent.register(), name="register")
+        await asyncio.wait({registration, asyncio.create_task(stop.wait())},
+                           return_when=asyncio.FIRST_COMPLETED)
+        if registration.done():
+            registration.result()
+            log.info("kubelet %s: serving on %s:%d, node IP %s, sandbox image %s", node_name,
+                     args.address, args.port, args.node_ip, args.pod_infra_container_image)
+            tasks = [
+                asyncio.create_task(informer.run(), name="pod-informer"),
+                asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),
+                asyncio.create_task(relist_forever(runtime, workers, informer), name="pleg"),
+            ]
+            await stop.wait()
+        else:
+            registration.cancel()
+        log.info("kubelet %s: shutting down; pods keep running", node_name)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await workers.stop()
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(server_task, 5)
+        await api.aclose()
+        await docker.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    asyncio.run(run(args))

@@ -1,0 +1,244 @@
+"""The kubelet's Node: register (or adopt) it, then keep its status fresh with a heartbeat.
+
+Pure builders make the Node object and its conditions; `NodeAgent` does the API calls.
+Labels set on the Node by others (`kubectl label`) are kept: registration only adds
+the kubelet's own labels on top of what is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from common.errors import AlreadyExists, ApiError, Conflict, NotFound
+from kubelet.runtime import Runtime, RuntimeVersion
+from kubelet.status import rfc3339
+
+log = logging.getLogger(__name__)
+
+KUBELET_VERSION = "v1.37.0+kubelite"
+HEARTBEAT_SECONDS = 10.0
+MAX_PODS = 110
+
+_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le",
+         "s390x": "s390x"}
+
+
+@dataclass
+class NodeConfig:
+    node_name: str
+    node_ip: str
+    port: int
+    labels: dict[str, str] = field(default_factory=dict)
+    max_pods: int = MAX_PODS
+
+
+def parse_node_labels(text: str) -> dict[str, str]:
+    """`--node-labels k=v,k2=v2` (a value may be empty: `k=`)."""
+    labels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"invalid node label {item!r}: expected key=value")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def go_arch(machine: str) -> str:
+    return _ARCH.get(machine, machine)
+
+
+def default_labels(node_name: str, *, os_name: str, arch: str) -> dict[str, str]:
+    return {"kubernetes.io/hostname": node_name, "kubernetes.io/os": os_name,
+            "kubernetes.io/arch": arch, "beta.kubernetes.io/os": os_name,
+            "beta.kubernetes.io/arch": arch}
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def node_info(runtime: RuntimeVersion) -> dict[str, str]:
+    return {
+        "machineID": _read("/etc/machine-id"),
+        "systemUUID": _read("/sys/class/dmi/id/product_uuid"),
+        "bootID": _read("/proc/sys/kernel/random/boot_id"),
+        "kernelVersion": runtime.kernel_version or platform.release(),
+        "osImage": runtime.os or platform.platform(),
+        "containerRuntimeVersion": f"docker://{runtime.version}",
+        "kubeletVersion": KUBELET_VERSION,
+        "kubeProxyVersion": "",
+        "operatingSystem": runtime.operating_system or "linux",
+        "architecture": go_arch(runtime.architecture or platform.machine()),
+    }
+
+
+def resources_of(runtime: RuntimeVersion, *, max_pods: int) -> dict[str, str]:
+    cpus = runtime.cpus or os.cpu_count() or 1
+    memory_kib = (runtime.memory_bytes or 0) // 1024
+    return {"cpu": str(cpus), "memory": f"{memory_kib}Ki", "pods": str(max_pods)}
+
+
+def _condition(type_: str, status: str, reason: str, message: str, *,
+               old: Mapping[str, Mapping[str, Any]], now: datetime) -> dict[str, Any]:
+    previous = old.get(type_) or {}
+    stamp = rfc3339(now)
+    transition = (previous.get("lastTransitionTime") if previous.get("status") == status
+                  else None) or stamp
+    return {"type": type_, "status": status, "reason": reason, "message": message,
+            "lastHeartbeatTime": stamp, "lastTransitionTime": transition}
+
+
+def node_conditions(*, runtime_ok: bool, runtime_error: str = "",
+                    old: Sequence[Mapping[str, Any]] | None = None,
+                    now: datetime) -> list[dict[str, Any]]:
+    by_type = {str(c.get("type")): c for c in old or []}
+    if runtime_ok:
+        ready = ("True", "KubeletReady", "kubelet is posting ready status")
+    else:
+        ready = ("False", "KubeletNotReady",
+                 f"container runtime is down: {runtime_error or 'docker is not answering'}")
+    return [
+        _condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                   "kubelet has sufficient memory available", old=by_type, now=now),
+        _condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                   "kubelet has no disk pressure", old=by_type, now=now),
+        _condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                   "kubelet has sufficient PID available", old=by_type, now=now),
+        _condition("Ready", *ready, old=by_type, now=now),
+    ]
+
+
+def node_status(config: NodeConfig, runtime: RuntimeVersion | None, *, runtime_ok: bool,
+                runtime_error: str = "", old: Mapping[str, Any] | None = None,
+                now: datetime) -> dict[str, Any]:
+    old = old or {}
+    status: dict[str, Any] = {
+        "conditions": node_conditions(runtime_ok=runtime_ok, runtime_error=runtime_error,
+                                      old=list(old.get("conditions") or []), now=now),
+        "addresses": [{"type": "InternalIP", "address": config.node_ip},
+                      {"type": "Hostname", "address": config.node_name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
+    }
+    if runtime is not None:
+        resources = resources_of(runtime, max_pods=config.max_pods)
+        status.update(capacity=resources, allocatable=dict(resources),
+                      nodeInfo=node_info(runtime))
+    else:
+        for key in ("capacity", "allocatable", "nodeInfo"):
+            if key in old:
+                status[key] = old[key]
+    return status
+
+
+def node_object(config: NodeConfig, runtime: RuntimeVersion, *, now: datetime) -> dict[str, Any]:
+    os_name = runtime.operating_system or "linux"
+    arch = go_arch(runtime.architecture or platform.machine())
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": config.node_name,
+            "labels": {**default_labels(config.node_name, os_name=os_name, arch=arch),
+                       **config.labels},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {},
+        "status": node_status(config, runtime, runtime_ok=True, now=now),
+    }
+
+
+def merged_labels(existing: Mapping[str, str] | None, ours: Mapping[str, str]) -> dict[str, str]:
+    """The existing labels (anyone's) with ours set on top."""
+    return {**(existing or {}), **ours}
+
+
+class NodeAgent:
+    """Registers the Node and posts its status every HEARTBEAT_SECONDS."""
+
+    def __init__(self, *, client: Any, runtime: Runtime, config: NodeConfig,
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.config = config
+        self.heartbeat_seconds = heartbeat_seconds
+        self.runtime_version: RuntimeVersion | None = None
+        self.runtime_ok = False
+
+    async def _probe_runtime(self) -> str:
+        """Ask Docker how it is; returns an error text, empty when it answers."""
+        try:
+            if not await self.runtime.ping():
+                raise RuntimeError("docker is not answering on its socket")
+            if self.runtime_version is None:
+                self.runtime_version = await self.runtime.version()
+        except Exception as e:
+            if self.runtime_ok:
+                log.warning("node %s: container runtime is down: %s", self.config.node_name, e)
+            self.runtime_ok = False
+            return str(e) or type(e).__name__
+        if not self.runtime_ok:
+            log.info("node %s: container runtime docker://%s is up", self.config.node_name,
+                     self.runtime_version.version if self.runtime_version else "?")
+        self.runtime_ok = True
+        return ""
+
+    async def register(self) -> dict[str, Any]:
+        """Create the Node, or adopt the existing one (keeping labels others added)."""
+        while (error := await self._probe_runtime()) or self.runtime_version is None:
+            log.warning("node %s: waiting for docker before registering: %s",
+                        self.config.node_name, error)
+            await asyncio.sleep(2)
+        node = node_object(self.config, self.runtime_version, now=datetime.now(UTC))
+        try:
+            created = await self.client.create("nodes", node)
+            log.info("node %s: registered", self.config.node_name)
+            return dict(created)
+        except AlreadyExists:
+            pass
+        existing = await self.client.get("nodes", self.config.node_name)
+        labels = merged_labels((existing.get("metadata") or {}).get("labels"),
+                               node["metadata"]["labels"])
+        if labels != (existing.get("metadata") or {}).get("labels"):
+            existing = await self.client.patch("nodes", self.config.node_name,
+                                               {"metadata": {"labels": labels}})
+        await self.post_status(old=existing.get("status") or {})
+        log.info("node %s: adopted the existing Node", self.config.node_name)
+        return dict(existing)
+
+    async def post_status(self, *, old: Mapping[str, Any] | None = None) -> None:
+        error = await self._probe_runtime()
+        if old is None:
+            old = (await self.client.get("nodes", self.config.node_name)).get("status") or {}
+        status = node_status(self.config, self.runtime_version, runtime_ok=not error,
+                             runtime_error=error, old=old, now=datetime.now(UTC))
+        await self.client.patch("nodes", self.config.node_name, {"status": status},
+                                subresource="status")
+
+    async def heartbeat_forever(self) -> None:
+        old: Mapping[str, Any] | None = None
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                await self.post_status(old=old)
+                old = None  # read it again next time: someone else may have changed it
+            except NotFound:
+                log.warning("node %s: the Node is gone, registering again",
+                            self.config.node_name)
+                try:
+                    await self.register()
+                except (ApiError, httpx.HTTPError) as e:
+                    log.warning("node %s: registering failed: %s", self.config.node_name, e)
+            except (ApiError, httpx.HTTPError, Conflict) as e:
+                log.warning("node %s: heartbeat failed: %s", self.config.node_name, e)

@@ -1,0 +1,295 @@
+"""Pod status as the kubelet reports it: pure functions of (pod, what the runtime shows).
+
+Follows kubelet's generateAPIPodStatus / convertToAPIContainerStatuses / getPhase and
+the status generators for conditions: the newest runtime container of each spec
+container gives `state`, the one before it `lastState`, its attempt number the
+`restartCount`; the reasons the last sync could not start a container (image pull
+errors, crash-loop back-off, ...) turn a container that should run into `waiting`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubelet.runtime import ContainerInfo, PodObservation
+
+# Waiting reasons, as the kubelet words them.
+CONTAINER_CREATING = "ContainerCreating"
+ERR_IMAGE_PULL = "ErrImagePull"
+IMAGE_PULL_BACK_OFF = "ImagePullBackOff"
+INVALID_IMAGE_NAME = "InvalidImageName"
+ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
+CREATE_CONTAINER_ERROR = "CreateContainerError"
+RUN_CONTAINER_ERROR = "RunContainerError"
+
+# Condition types the kubelet owns (others, e.g. DisruptionTarget, are kept as they are).
+POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
+INITIALIZED = "Initialized"
+READY = "Ready"
+CONTAINERS_READY = "ContainersReady"
+POD_SCHEDULED = "PodScheduled"
+KUBELET_CONDITIONS = (POD_READY_TO_START_CONTAINERS, INITIALIZED, READY, CONTAINERS_READY,
+                      POD_SCHEDULED)
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Why a container that should run is not running (kubelet's reason cache)."""
+
+    reason: str
+    message: str = ""
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_full_name(pod: Mapping[str, Any]) -> str:
+    """kubelet's format.Pod: name_namespace(uid)."""
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('name')}_{meta.get('namespace') or 'default'}({meta.get('uid')})"
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go prints it: 10s, 1m20s, 5m0s, 1.5s, 250ms."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    if seconds < 60:
+        text = f"{seconds:.3f}".rstrip("0").rstrip(".")
+        return f"{text}s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes}m{rest}s" if hours else f"{minutes}m{rest}s"
+
+
+def restart_policy(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("spec") or {}).get("restartPolicy") or "Always")
+
+
+def should_restart(pod: Mapping[str, Any], latest: ContainerInfo | None) -> bool:
+    """kubelet's ShouldContainerBeRestarted, for a container whose newest instance is `latest`."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return False
+    if latest is None or latest.state in ("created", "unknown"):
+        return True
+    if latest.state == "running":
+        return False
+    policy = restart_policy(pod)
+    if policy == "Never":
+        return False
+    if policy == "OnFailure":
+        return latest.exit_code != 0
+    return True
+
+
+def terminated_state(container: ContainerInfo) -> dict[str, Any]:
+    if container.oom_killed:
+        reason = "OOMKilled"
+    elif container.started_at is None and container.error:
+        reason = "StartError"  # it never ran: the runtime could not start it
+    elif container.exit_code == 0:
+        reason = "Completed"
+    else:
+        reason = "Error"
+    state: dict[str, Any] = {"exitCode": container.exit_code, "reason": reason,
+                             "containerID": f"docker://{container.id}"}
+    if container.error:
+        state["message"] = container.error
+    if container.started_at:
+        state["startedAt"] = rfc3339(container.started_at)
+    if container.finished_at:
+        state["finishedAt"] = rfc3339(container.finished_at)
+    return {"terminated": state}
+
+
+def runtime_state(container: ContainerInfo) -> dict[str, Any]:
+    if container.state == "running":
+        started = container.started_at or container.created_at
+        return {"running": {"startedAt": rfc3339(started)} if started else {}}
+    if container.state == "exited":
+        return terminated_state(container)
+    return {"waiting": {"reason": CONTAINER_CREATING}}
+
+
+def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
+                     instances: list[ContainerInfo], old: Mapping[str, Any] | None,
+                     waiting: Waiting | None) -> dict[str, Any]:
+    """The containerStatuses[] entry of one spec container; `instances` newest first."""
+    status: dict[str, Any] = {
+        "name": spec["name"], "image": spec.get("image", ""), "imageID": "",
+        "ready": False, "started": False, "restartCount": 0,
+        "state": {"waiting": {"reason": CONTAINER_CREATING}}, "lastState": {},
+    }
+    if old:
+        status["restartCount"] = int(old.get("restartCount") or 0)
+        status["lastState"] = dict(old.get("lastState") or {})
+        if "terminated" in (old.get("state") or {}) and not instances:
+            status["state"] = dict(old["state"])
+    if instances:
+        latest = instances[0]
+        status.update(
+            containerID=f"docker://{latest.id}", imageID=f"docker://{latest.image_id}",
+            restartCount=latest.attempt, state=runtime_state(latest),
+            lastState=runtime_state(instances[1]) if len(instances) > 1 else {})
+        if latest.state == "running":
+            status["ready"] = True  # no readiness probes: running is ready
+            status["started"] = True
+    elif old and "running" in (old.get("state") or {}):
+        # It ran and its container is gone (removed behind our back): it did terminate.
+        status["lastState"] = {"terminated": {
+            "exitCode": 137, "reason": "ContainerStatusUnknown",
+            "message": "The container could not be located when the pod was deleted.  "
+                       "The container used to be Running"}}
+        if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            status["restartCount"] += 1
+    latest_instance = instances[0] if instances else None
+    if waiting is not None and should_restart(pod, latest_instance):
+        if "terminated" in status["state"]:
+            status["lastState"] = status["state"]
+        message = {"reason": waiting.reason}
+        if waiting.message:
+            message["message"] = waiting.message
+        status["state"] = {"waiting": message}
+        status["ready"] = False
+        status["started"] = False
+    return status
+
+
+def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]]) -> str:
+    """kubelet's getPhase for pods without init containers."""
+    by_name = {s["name"]: s for s in statuses}
+    running = waiting = stopped = succeeded = unknown = 0
+    for spec in (pod.get("spec") or {}).get("containers") or []:
+        status = by_name.get(spec["name"])
+        state = (status or {}).get("state") or {}
+        if status is None or not state:
+            unknown += 1
+        elif "running" in state:
+            running += 1
+        elif "terminated" in state:
+            stopped += 1
+            if int(state["terminated"].get("exitCode") or 0) == 0:
+                succeeded += 1
+        elif "terminated" in (status.get("lastState") or {}):
+            stopped += 1
+        else:
+            waiting += 1
+    if waiting > 0:
+        return "Pending"
+    if running > 0 and unknown == 0:
+        return "Running"
+    if running == 0 and stopped > 0 and unknown == 0:
+        policy = restart_policy(pod)
+        if policy == "Always":
+            return "Running"
+        if stopped == succeeded:
+            return "Succeeded"
+        if policy == "Never":
+            return "Failed"
+        return "Running"
+    return "Pending"
+
+
+def _go_list(names: list[str]) -> str:
+    return "[" + " ".join(names) + "]"
+
+
+def _condition(type_: str, status: bool, *, old: Mapping[str, dict[str, Any]], now: datetime,
+               reason: str = "", message: str = "") -> dict[str, Any]:
+    value = "True" if status else "False"
+    previous = old.get(type_)
+    transition = (previous.get("lastTransitionTime") if previous and previous.get("status") == value
+                  else None) or rfc3339(now)
+    condition: dict[str, Any] = {"type": type_, "status": value,
+                                 "lastTransitionTime": transition}
+    if reason:
+        condition["reason"] = reason
+    if message:
+        condition["message"] = message
+    return condition
+
+
+def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase: str, *,
+                   sandbox_ready: bool, now: datetime) -> list[dict[str, Any]]:
+    old_conditions = list((pod.get("status") or {}).get("conditions") or [])
+    old = {c.get("type", ""): c for c in old_conditions}
+    kept = [c for c in old_conditions if c.get("type") not in KUBELET_CONDITIONS]
+    unready = [s["name"] for s in statuses if not s.get("ready")]
+    if phase == "Succeeded":
+        ready_args: dict[str, Any] = {"status": False, "reason": "PodCompleted"}
+    elif phase == "Failed":
+        ready_args = {"status": False, "reason": "PodFailed"}
+    elif unready:
+        ready_args = {"status": False, "reason": "ContainersNotReady",
+                      "message": f"containers with unready status: {_go_list(unready)}"}
+    else:
+        ready_args = {"status": True}
+    return [
+        *kept,
+        _condition(POD_READY_TO_START_CONTAINERS, sandbox_ready, old=old, now=now),
+        _condition(INITIALIZED, True, old=old, now=now),
+        _condition(READY, old=old, now=now, **ready_args),
+        _condition(CONTAINERS_READY, old=old, now=now, **ready_args),
+        _condition(POD_SCHEDULED, True, old=old, now=now),
+    ]
+
+
+def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
+                        waiting: Mapping[str, Waiting], *, node_ip: str,
+                        now: datetime) -> dict[str, Any]:
+    """The full `status` the kubelet writes for `pod` given what the runtime shows."""
+    old_status = dict(pod.get("status") or {})
+    old_containers = {s.get("name"): s for s in old_status.get("containerStatuses") or []}
+    statuses = []
+    for spec in (pod.get("spec") or {}).get("containers") or []:
+        instances = observation.containers_named(spec["name"])
+        statuses.append(container_status(pod, spec, instances, old_containers.get(spec["name"]),
+                                         waiting.get(spec["name"])))
+    phase = pod_phase(pod, statuses)
+    if old_status.get("phase") in TERMINAL_PHASES:
+        phase = old_status["phase"]  # pods never leave a terminal phase
+    sandbox = observation.latest_sandbox()
+    sandbox_ready = sandbox is not None and sandbox.ready
+    status: dict[str, Any] = {
+        key: old_status[key] for key in ("qosClass", "reason", "message", "nominatedNodeName")
+        if key in old_status
+    }
+    status.update(
+        phase=phase,
+        conditions=pod_conditions(pod, statuses, phase, sandbox_ready=sandbox_ready, now=now),
+        hostIP=node_ip, hostIPs=[{"ip": node_ip}],
+        startTime=old_status.get("startTime") or rfc3339(now),
+        containerStatuses=statuses,
+    )
+    pod_ip = ""
+    if (pod.get("spec") or {}).get("hostNetwork"):
+        pod_ip = node_ip
+    elif sandbox is not None and sandbox.ready and sandbox.ip:
+        pod_ip = sandbox.ip
+    pod_ip = pod_ip or str(old_status.get("podIP") or "")
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    return status
+
+
+def without_nulls(value: Any) -> Any:
+    """The value as the apiserver stores it: null fields dropped (for comparisons)."""
+    if isinstance(value, Mapping):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def status_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch turning status `old` into `new` (null removes a field)."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    patch.update(new)
+    return patch

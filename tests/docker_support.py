@@ -1,0 +1,139 @@
+"""Docker for integration tests: a daemon, the local images, and kubelet processes.
+
+`ensure_docker()` makes sure a daemon answers and the offline images exist (it runs
+hack/ensure-docker.sh and hack/build-images.sh, which start dockerd / build images
+only when needed) and fails with a clear message when that is impossible.
+Only containers carrying a test node's labels are ever removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support import PYTHON, REPO, ApiServer, Process, free_port, wait_http_ok
+
+DOCKER_SOCKET = os.environ.get("DOCKER_SOCKET", "/var/run/docker.sock")
+BUSYBOX_IMAGE = "kubelite/busybox:1.35"
+PAUSE_IMAGE = "kubelite/pause:3.10"
+# A registry nobody listens on: pulls fail fast, without leaving the machine.
+UNREACHABLE_IMAGE = "127.0.0.1:5999/missing:1"
+
+_ready = False
+
+
+def _run_script(script: str) -> None:
+    path = REPO / "hack" / script
+    try:
+        done = subprocess.run(["bash", str(path)], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "DOCKER_SOCKET": DOCKER_SOCKET})
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RuntimeError(f"{path} could not run: {e}") from e
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{path} failed (exit {done.returncode}); Docker is needed for the kubelet tests.\n"
+            f"stdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-4000:]}")
+
+
+def ensure_docker() -> None:
+    """A Docker daemon that answers, with kubelite/busybox and kubelite/pause built."""
+    global _ready
+    if _ready:
+        return
+    _run_script("ensure-docker.sh")
+    _run_script("build-images.sh")
+    _ready = True
+
+
+def docker_api() -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(uds=DOCKER_SOCKET),
+                        base_url="http://docker", timeout=60)
+
+
+def containers_with_labels(labels: dict[str, str], *, all_: bool = True) -> list[dict[str, Any]]:
+    filters = json.dumps({"label": [f"{k}={v}" for k, v in labels.items()]})
+    with docker_api() as api:
+        response = api.get("/containers/json",
+                           params={"all": str(all_).lower(), "filters": filters})
+        response.raise_for_status()
+        return list(response.json())
+
+
+def node_containers(node_name: str, **labels: str) -> list[dict[str, Any]]:
+    return containers_with_labels({"io.kubelite.node": node_name, **labels})
+
+
+def remove_node_containers(node_name: str) -> None:
+    """Test cleanup: force-remove the containers a test kubelet made (and nothing else)."""
+    with docker_api() as api:
+        for container in node_containers(node_name):
+            api.delete(f"/containers/{container['Id']}", params={"force": "true"})
+
+
+def run_container(name: str, *, labels: dict[str, str]) -> str:
+    """`docker run -d --network none --label ... busybox sleep 3600`."""
+    with docker_api() as api:
+        created = api.post("/containers/create", params={"name": name}, json={
+            "Image": BUSYBOX_IMAGE, "Cmd": ["sleep", "3600"], "Labels": labels,
+            "HostConfig": {"NetworkMode": "none"}})
+        created.raise_for_status()
+        container_id = str(created.json()["Id"])
+        api.post(f"/containers/{container_id}/start").raise_for_status()
+        return container_id
+
+
+def run_unrelated_container(name: str, *, label: str) -> str:
+    """A container no kubelet owns, as a user's `docker run` would make."""
+    return run_container(name, labels={"kubelite.test": label})
+
+
+def inspect_container(container_id: str) -> dict[str, Any] | None:
+    with docker_api() as api:
+        response = api.get(f"/containers/{container_id}/json")
+        if response.status_code == 404:
+            return None
+        response.raise_for_status()
+        return dict(response.json())
+
+
+def remove_container(container_id: str) -> None:
+    with docker_api() as api:
+        api.delete(f"/containers/{container_id}", params={"force": "true"})
+
+
+class KubeletProcess:
+    """`python -m kubelet` for one node, on a free loopback port, with the local pause image."""
+
+    def __init__(self, apiserver: ApiServer, workdir: Path, *, node_name: str,
+                 node_labels: str = "", extra_args: list[str] | None = None) -> None:
+        self.node_name = node_name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = [PYTHON, "-m", "kubelet", "--apiserver", apiserver.url,
+                "--node-name", node_name, "--node-ip", "127.0.0.1",
+                "--address", "127.0.0.1", "--port", str(self.port),
+                "--docker-socket", DOCKER_SOCKET,
+                "--pod-infra-container-image", PAUSE_IMAGE, *(extra_args or [])]
+        if node_labels:
+            args += ["--node-labels", node_labels]
+        self.process = Process(f"kubelet-{node_name}", args,
+                               workdir / f"kubelet-{node_name}.log")
+
+    def start(self) -> KubeletProcess:
+        self.process.start()
+        wait_http_ok(f"{self.url}/healthz", process=self.process)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def log(self) -> str:
+        return self.process.log()

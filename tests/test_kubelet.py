@@ -1,0 +1,427 @@
+"""The kubelet end to end: real dockerd, etcd, apiserver and `python -m kubelet` processes.
+
+Pods name `nodeName` directly (no scheduler). Each kubelet has its own node name, so
+it only ever sees and touches its own containers; teardown removes only those.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.docker_support import (
+    BUSYBOX_IMAGE,
+    UNREACHABLE_IMAGE,
+    KubeletProcess,
+    ensure_docker,
+    inspect_container,
+    node_containers,
+    remove_container,
+    remove_node_containers,
+    run_container,
+    run_unrelated_container,
+)
+from tests.support import ApiServer, eventually, free_port, unique
+
+pytestmark = pytest.mark.docker
+
+NS = "default"
+
+
+@pytest.fixture(scope="module")
+def docker_ready() -> None:
+    ensure_docker()
+
+
+@pytest.fixture(scope="module")
+def kubelet(apiserver: ApiServer, docker_ready: None,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeletProcess]:
+    node = unique("node")
+    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet")),
+                             node_name=node, node_labels="kubelite.io/test=yes").start()
+    yield process
+    process.stop()
+    remove_node_containers(node)
+
+
+def pod_manifest(name: str, node: str, containers: list[dict[str, Any]], *,
+                 restart_policy: str = "Always", grace: int = 5) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+            "spec": {"nodeName": node, "restartPolicy": restart_policy,
+                     "terminationGracePeriodSeconds": grace, "containers": containers}}
+
+
+def shell(name: str, script: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script], **extra}
+
+
+# A process that stops promptly on SIGTERM (a bare `sleep` as PID 1 ignores it).
+SERVE_FOREVER = "trap 'exit 0' TERM; while true; do sleep 0.2; done"
+
+
+async def create_pod(http: httpx.AsyncClient, manifest: dict[str, Any]) -> dict[str, Any]:
+    response = await http.post(f"/api/v1/namespaces/{NS}/pods", json=manifest)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def get_pod(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def pod_events(http: httpx.AsyncClient, pod: dict[str, Any]) -> list[dict[str, Any]]:
+    meta = pod["metadata"]
+    selector = (f"involvedObject.name={meta['name']},involvedObject.namespace={NS},"
+                f"involvedObject.uid={meta['uid']}")
+    response = await http.get(f"/api/v1/namespaces/{NS}/events",
+                              params={"fieldSelector": selector})
+    assert response.status_code == 200, response.text
+    return list(response.json()["items"])
+
+
+def container_status(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status["name"] == name:
+            return dict(status)
+    return {}
+
+
+def waiting_reason(pod: dict[str, Any], name: str) -> str:
+    return str(((container_status(pod, name).get("state") or {}).get("waiting") or {})
+               .get("reason") or "")
+
+
+async def wait_running(http: httpx.AsyncClient, name: str, *,
+                       timeout: float = 60) -> dict[str, Any]:
+    async def running() -> dict[str, Any]:
+        pod = await get_pod(http, name)
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        if pod["status"].get("phase") == "Running" and statuses and all(
+                s.get("ready") for s in statuses):
+            return pod
+        return {}
+    return await eventually(running, timeout=timeout, what=f"pod {name} Running and ready")
+
+
+async def delete_pod(http: httpx.AsyncClient, name: str) -> None:
+    await http.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+
+
+async def test_node_is_registered_ready_with_its_facts(http: httpx.AsyncClient,
+                                                      kubelet: KubeletProcess) -> None:
+    async def registered() -> dict[str, Any]:
+        response = await http.get(f"/api/v1/nodes/{kubelet.node_name}")
+        return dict(response.json()) if response.status_code == 200 else {}
+
+    node = await eventually(registered, what="the Node")
+    labels = node["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == kubelet.node_name
+    assert labels["kubernetes.io/os"] == "linux"
+    assert labels["kubernetes.io/arch"]
+    assert labels["kubelite.io/test"] == "yes"
+    status = node["status"]
+    assert {"type": "InternalIP", "address": "127.0.0.1"} in status["addresses"]
+    assert status["daemonEndpoints"]["kubeletEndpoint"]["Port"] == kubelet.port
+    assert status["nodeInfo"]["containerRuntimeVersion"].startswith("docker://")
+    assert status["nodeInfo"]["kubeletVersion"].startswith("v1.")
+    assert int(status["capacity"]["pods"]) > 0 and status["allocatable"]["cpu"]
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True" and ready["lastHeartbeatTime"]
+
+
+async def test_pod_with_node_name_runs_with_kubelet_events(http: httpx.AsyncClient,
+                                                          kubelet: KubeletProcess) -> None:
+    name = unique("web")
+    await create_pod(http, pod_manifest(name, kubelet.node_name, [shell("app", SERVE_FOREVER)]))
+    pod = await wait_running(http, name)
+
+    status = pod["status"]
+    app = container_status(pod, "app")
+    assert app["ready"] is True and app["started"] is True and app["restartCount"] == 0
+    assert "running" in app["state"] and app["containerID"].startswith("docker://")
+    assert app["imageID"] and status["hostIP"] == "127.0.0.1" and status["podIP"]
+    assert status["startTime"]
+    conditions = {c["type"]: c["status"] for c in status["conditions"]}
+    assert conditions["Ready"] == "True" and conditions["ContainersReady"] == "True"
+    assert conditions["Initialized"] == "True" and conditions["PodScheduled"] == "True"
+
+    container_id = app["containerID"].removeprefix("docker://")
+    inspected = inspect_container(container_id)
+    assert inspected is not None
+    uid = pod["metadata"]["uid"]
+    assert inspected["Name"] == f"/k8s_app_{name}_{NS}_{uid}_0"
+    labels = inspected["Config"]["Labels"]
+    assert labels["io.kubernetes.pod.uid"] == uid
+    assert labels["io.kubelite.node"] == kubelet.node_name
+    sandbox = inspected["HostConfig"]["NetworkMode"].removeprefix("container:")
+    sandbox_info = inspect_container(sandbox)
+    assert sandbox_info is not None
+    assert sandbox_info["Name"] == f"/k8s_POD_{name}_{NS}_{uid}_0"
+
+    async def lifecycle_events() -> list[dict[str, Any]]:
+        events = await pod_events(http, pod)
+        reasons = [e["reason"] for e in events]
+        return events if {"Pulled", "Created", "Started"} <= set(reasons) else []
+
+    events = await eventually(lifecycle_events, what="Pulled/Created/Started events")
+    by_reason = {e["reason"]: e for e in events}
+    assert "Scheduled" not in by_reason
+    assert by_reason["Pulled"]["message"] == \
+        f'Container image "{BUSYBOX_IMAGE}" already present on machine'
+    assert by_reason["Created"]["message"] == "Created container: app"
+    assert by_reason["Started"]["message"] == "Started container app"
+    for event in events:
+        assert event["source"] == {"component": "kubelet", "host": kubelet.node_name}
+    await delete_pod(http, name)
+
+
+async def test_exit_zero_with_restart_policy_never_succeeds(http: httpx.AsyncClient,
+                                                           kubelet: KubeletProcess) -> None:
+    name = unique("done")
+    await create_pod(http, pod_manifest(name, kubelet.node_name, [shell("job", "echo done")],
+                                        restart_policy="Never"))
+
+    async def succeeded() -> dict[str, Any]:
+        pod = await get_pod(http, name)
+        return pod if pod["status"].get("phase") == "Succeeded" else {}
+
+    pod = await eventually(succeeded, timeout=60, what="phase Succeeded")
+    terminated = container_status(pod, "job")["state"]["terminated"]
+    assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
+    ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "PodCompleted"
+    await delete_pod(http, name)
+
+
+async def test_crashing_container_restarts_with_crash_loop_back_off(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("crash")
+    pod = await create_pod(http, pod_manifest(name, kubelet.node_name,
+                                              [shell("app", "echo crashing; exit 1")]))
+    seen_back_off = False
+
+    async def restarted_twice_in_back_off() -> bool:
+        nonlocal seen_back_off
+        current = await get_pod(http, name)
+        seen_back_off |= waiting_reason(current, "app") == "CrashLoopBackOff"
+        return seen_back_off and container_status(current, "app").get("restartCount", 0) >= 2
+
+    await eventually(restarted_twice_in_back_off, timeout=90, interval=0.3,
+                     what="CrashLoopBackOff and restartCount >= 2")
+    current = await get_pod(http, name)
+    last = container_status(current, "app")["lastState"]
+    assert last["terminated"]["exitCode"] == 1 and last["terminated"]["reason"] == "Error"
+    events = await pod_events(http, pod)
+    back_off = [e for e in events if e["reason"] == "BackOff" and e["type"] == "Warning"]
+    assert back_off and back_off[0]["message"] == (
+        f"Back-off restarting failed container app in pod "
+        f"{name}_{NS}({pod['metadata']['uid']})")
+    await delete_pod(http, name)
+
+
+async def test_unreachable_registry_gives_err_image_pull_then_back_off(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("pull")
+    pod = await create_pod(http, pod_manifest(name, kubelet.node_name, [
+        {"name": "app", "image": UNREACHABLE_IMAGE}]))
+    reasons: list[str] = []
+
+    async def back_off_after_pull_error() -> bool:
+        reason = waiting_reason(await get_pod(http, name), "app")
+        if reason and (not reasons or reasons[-1] != reason):
+            reasons.append(reason)
+        return "ErrImagePull" in reasons and "ImagePullBackOff" in reasons[
+            reasons.index("ErrImagePull"):]
+
+    await eventually(back_off_after_pull_error, timeout=60, interval=0.2,
+                     what="ErrImagePull then ImagePullBackOff")
+    current = await get_pod(http, name)
+    assert current["status"]["phase"] == "Pending"
+    events = await pod_events(http, pod)
+    messages = {(e["reason"], e["message"]) for e in events}
+    assert ("Pulling", f'Pulling image "{UNREACHABLE_IMAGE}"') in messages
+    assert ("Failed", "Error: ErrImagePull") in messages
+    assert ("BackOff", f'Back-off pulling image "{UNREACHABLE_IMAGE}"') in messages
+    assert any(r == "Failed" and m.startswith(f'Failed to pull image "{UNREACHABLE_IMAGE}": ')
+               for r, m in messages)
+    await delete_pod(http, name)
+
+
+async def test_containers_of_a_pod_share_localhost_and_logs_flow_through_the_apiserver(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("duo")
+    server = shell("server", "mkdir -p /www && echo hello-from-server > /www/index.html "
+                             "&& exec httpd -f -p 127.0.0.1:8080 -h /www")
+    client = shell("client", "until wget -q -O /tmp/page http://127.0.0.1:8080/; do sleep 0.2; "
+                             "done; cat /tmp/page; i=0; trap 'exit 0' TERM; "
+                             "while true; do echo tick-$i; i=$((i+1)); sleep 0.3; done")
+    await create_pod(http, pod_manifest(name, kubelet.node_name, [server, client]))
+    await wait_running(http, name)
+    log_path = f"/api/v1/namespaces/{NS}/pods/{name}/log"
+
+    async def client_read_the_page() -> str:
+        response = await http.get(log_path, params={"container": "client"})
+        return response.text if "hello-from-server" in response.text else ""
+
+    text = await eventually(client_read_the_page, what="the client's log to show the page")
+    assert text.splitlines()[0] == "hello-from-server"
+
+    ambiguous = await http.get(log_path)
+    assert ambiguous.status_code == 400
+    assert ambiguous.json()["message"] == (
+        f"a container name must be specified for pod {name}, choose one of: [server client]")
+
+    tail = await http.get(log_path, params={"container": "client", "tailLines": "1"})
+    assert tail.status_code == 200 and len(tail.text.splitlines()) == 1
+
+    stamped = await http.get(log_path, params={"container": "client", "tailLines": "1",
+                                               "timestamps": "true"})
+    assert stamped.text[:4].isdigit() and "Z " in stamped.text
+
+    # follow: lines written after the request arrive on the open stream
+    seen: list[str] = []
+    async with http.stream("GET", log_path, params={"container": "client", "follow": "true",
+                                                    "tailLines": "1"}) as stream:
+        assert stream.status_code == 200
+        async with asyncio.timeout(30):
+            async for line in stream.aiter_lines():
+                seen.append(line)
+                if len(seen) >= 4:
+                    break
+    ticks = [int(line.removeprefix("tick-")) for line in seen if line.startswith("tick-")]
+    assert len(ticks) == 4 and ticks == sorted(ticks) and ticks[-1] - ticks[0] == 3
+
+    missing = await http.get(log_path, params={"container": "nope"})
+    assert missing.status_code == 400
+    await delete_pod(http, name)
+
+
+async def test_host_network_pod_serves_on_the_node_loopback(http: httpx.AsyncClient,
+                                                           kubelet: KubeletProcess) -> None:
+    name = unique("hostnet")
+    port = free_port()
+    manifest = pod_manifest(name, kubelet.node_name, [shell(
+        "web", f"mkdir -p /www && echo {name} > /www/index.html && "
+               f"exec httpd -f -p 127.0.0.1:{port} -h /www")])
+    manifest["spec"]["hostNetwork"] = True
+    await create_pod(http, manifest)
+    pod = await wait_running(http, name)
+    assert pod["status"]["podIP"] == "127.0.0.1"
+
+    async def served() -> str:
+        async with httpx.AsyncClient(timeout=5) as client:
+            try:
+                response = await client.get(f"http://127.0.0.1:{port}/")
+            except httpx.HTTPError:
+                return ""
+            return response.text
+
+    assert (await eventually(served, what="httpd on the host network")).strip() == name
+    await delete_pod(http, name)
+
+
+async def test_delete_stops_and_removes_containers_then_the_pod(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("gone")
+    await create_pod(http, pod_manifest(name, kubelet.node_name, [shell("app", SERVE_FOREVER)]))
+    pod = await wait_running(http, name)
+    uid = pod["metadata"]["uid"]
+    assert len(node_containers(kubelet.node_name, **{"io.kubernetes.pod.uid": uid})) == 2
+
+    response = await http.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+    assert response.status_code == 200, response.text
+
+    async def pod_gone() -> bool:
+        response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+        return response.status_code == 404
+
+    await eventually(pod_gone, timeout=60, what="the pod object to be deleted")
+    assert node_containers(kubelet.node_name, **{"io.kubernetes.pod.uid": uid}) == []
+    events = await pod_events(http, pod)
+    assert any(e["reason"] == "Killing" and e["message"] == "Stopping container app"
+               for e in events)
+
+
+async def test_orphans_are_removed_and_unrelated_containers_untouched(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    tag = unique("unrelated")
+    unrelated = run_unrelated_container(tag, label=tag)
+    # Looks like ours (our node's labels) but its pod does not exist: an orphan.
+    orphan = run_container(f"{tag}-orphan", labels={
+        "io.kubelite.managed": "true", "io.kubelite.node": kubelet.node_name,
+        "io.kubernetes.pod.uid": "no-such-pod", "io.kubernetes.pod.name": "ghost",
+        "io.kubernetes.pod.namespace": NS, "io.kubernetes.container.name": "x",
+        "io.kubernetes.pod.terminationGracePeriod": "1"})
+    try:
+        async def orphan_removed() -> bool:
+            return inspect_container(orphan) is None
+
+        await eventually(orphan_removed, timeout=30, what="the orphan to be removed")
+        info = inspect_container(unrelated)
+        assert info is not None and info["State"]["Running"] is True
+    finally:
+        remove_container(unrelated)
+        remove_container(orphan)
+
+
+async def test_kubelet_restart_adopts_running_containers(
+        http: httpx.AsyncClient, apiserver: ApiServer, docker_ready: None,
+        tmp_path: Path) -> None:
+    node = unique("restart-node")
+    first = KubeletProcess(apiserver, tmp_path / "first", node_name=node).start()
+    try:
+        name = unique("keep")
+        await create_pod(http, pod_manifest(name, node, [shell("app", SERVE_FOREVER)]))
+        pod = await wait_running(http, name)
+        before = sorted(c["Id"] for c in node_containers(node))
+        assert len(before) == 2
+        patched = await http.patch(f"/api/v1/nodes/{node}",
+                                   content=json.dumps({"metadata": {"labels": {"team": "a"}}}),
+                                   headers={"Content-Type": "application/merge-patch+json"})
+        assert patched.status_code == 200, patched.text
+
+        first.kill()
+        second = KubeletProcess(apiserver, tmp_path / "second", node_name=node).start()
+        try:
+            # Let the new kubelet sync the pod a few times (relist + resync).
+            async def synced_again() -> bool:
+                return f"{NS}/{name}: new pod worker" in second.log()
+
+            await eventually(synced_again, what="the new kubelet to pick the pod up")
+            await asyncio.sleep(3)
+            after = sorted(c["Id"] for c in node_containers(node))
+            assert after == before
+            assert "Created container" not in second.log()
+            current = await wait_running(http, name)
+            app = container_status(current, "app")
+            assert app["restartCount"] == 0
+            assert app["containerID"] == container_status(pod, "app")["containerID"]
+            node_obj = (await http.get(f"/api/v1/nodes/{node}")).json()
+            assert node_obj["metadata"]["labels"]["team"] == "a"
+        finally:
+            second.stop()  # SIGTERM: a kubelet that stops leaves its pods running
+        running = [c for c in node_containers(node) if c["State"] == "running"]
+        assert sorted(c["Id"] for c in running) == before
+
+        third = KubeletProcess(apiserver, tmp_path / "third", node_name=node).start()
+        try:
+            await delete_pod(http, name)
+
+            async def gone() -> bool:
+                return node_containers(node) == []
+
+            await eventually(gone, timeout=60, what="containers removed after delete")
+        finally:
+            third.stop()
+    finally:
+        first.stop()
+        remove_node_containers(node)
