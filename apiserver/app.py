@@ -395,6 +395,22 @@ def table_event_renderer(resource: str, include_object: str) -> Any:
     return render
 
 
+def render_metrics(registry: Registry) -> str:
+    """A few Prometheus gauges: who is watching, and what that costs us."""
+    lines = ["# HELP apiserver_registered_watchers Watchers served from the watch cache.",
+             "# TYPE apiserver_registered_watchers gauge"]
+    for prefix, count in sorted(registry.cacher.watcher_count().items()):
+        resource = prefix.rstrip("/").rsplit("/", 1)[-1]
+        lines.append(f'apiserver_registered_watchers{{resource="{resource}"}} {count}')
+    lines += ["# HELP kubelite_apiserver_etcd_watches etcd watch streams open.",
+              "# TYPE kubelite_apiserver_etcd_watches gauge",
+              f"kubelite_apiserver_etcd_watches {registry.storage.open_watches}",
+              "# HELP kubelite_apiserver_tasks asyncio tasks alive.",
+              "# TYPE kubelite_apiserver_tasks gauge",
+              f"kubelite_apiserver_tasks {len(asyncio.all_tasks())}"]
+    return "\n".join(lines) + "\n"
+
+
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                event_ttl: int = 3600) -> FastAPI:
     storage = Storage(etcd_servers)
@@ -417,6 +433,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
         task.cancel()
+        await registry.cacher.stop()
         await storage.close()
 
     app = FastAPI(title="kubelite apiserver", lifespan=lifespan, docs_url=None, redoc_url=None,
@@ -452,6 +469,10 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         except Unavailable as e:
             return PlainTextResponse(f"[-]etcd failed: {e}\nreadyz check failed", 503)
         return PlainTextResponse("ok")
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return PlainTextResponse(render_metrics(registry), media_type="text/plain; version=0.0.4")
 
     app.include_router(discovery.router)
     return app

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from apiserver import defaults, objects, schema, validation
+from apiserver.cacher import Cacher
 from apiserver.resources import (
     DEFAULT_NAMESPACES,
     RESOURCES,
@@ -75,6 +76,7 @@ class Registry:
         self.storage = storage
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
+        self.cacher = Cacher(storage)
 
     def key(self, resource: Resource, namespace: str | None, name: str) -> str:
         return object_key(self.prefix, resource, namespace, name)

@@ -149,6 +149,7 @@ class Storage:
         self._kv: Any = None
         self._lease: Any = None
         self._watch: Any = None
+        self.open_watches = 0  # etcd watch streams open right now (for /metrics)
 
     async def start(self) -> None:
         self._channel = rpc.insecure_channel(self.target, options=_CHANNEL_OPTIONS)
@@ -257,7 +258,7 @@ class Storage:
     def watch(self, prefix: str, start_revision: int) -> EtcdWatch:
         if self._watch is None:
             raise Unavailable("storage not started")
-        return EtcdWatch(self._watch, prefix, start_revision)
+        return EtcdWatch(self, self._watch, prefix, start_revision)
 
 
 class EtcdWatch:
@@ -267,7 +268,8 @@ class EtcdWatch:
     up to etcd's current revision has been delivered; `close()` cancels the stream.
     """
 
-    def __init__(self, stub: Any, prefix: str, start_revision: int) -> None:
+    def __init__(self, storage: Storage, stub: Any, prefix: str, start_revision: int) -> None:
+        self._storage = storage
         self._stub = stub
         self._prefix = prefix.encode()
         self._start = start_revision
@@ -290,6 +292,7 @@ class EtcdWatch:
 
     async def batches(self) -> AsyncIterator[list[WatchEvent] | Progress]:
         self._call = self._stub.Watch(self._request_stream())
+        self._storage.open_watches += 1
         try:
             async for resp in self._call:
                 if resp.compact_revision:
@@ -307,6 +310,7 @@ class EtcdWatch:
                 return
             raise _unavailable(e) from e
         finally:
+            self._storage.open_watches -= 1
             self.close()
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apiserver import objects
+from apiserver.cacher import Closed
 from apiserver.registry import Registry, matches
 from apiserver.resources import Resource, collection_prefix
 from apiserver.selectors import FieldSelector, LabelSelector
@@ -29,6 +30,14 @@ from common import errors
 log = logging.getLogger("apiserver.watch")
 
 BOOKMARK_INTERVAL = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Expired:
+    """etcd compacted the revisions the watch asked for."""
+
+    requested: int
+    oldest: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,30 +104,53 @@ async def open_watch(registry: Registry, request: WatchRequest,
 
 async def _events(registry: Registry, request: WatchRequest, initial: list[dict[str, Any]],
                   start: int) -> AsyncIterator[dict[str, Any]]:
-    for item in initial:
-        yield {"type": "ADDED", "object": item}
-    prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
-    stream = registry.storage.watch(prefix, start)
+    for obj in initial:
+        yield {"type": "ADDED", "object": obj}
     last_reported = start - 1  # the newest revision the client has been told about
+    async for item in _changes_after(registry, request, start - 1):
+        if isinstance(item, Closed):
+            log.info("watch of %s closed: %s", request.resource.plural, item.reason)
+            return
+        if isinstance(item, Expired):
+            yield error_event(errors.too_old_resource_version(item.requested, item.oldest))
+            return
+        if isinstance(item, Progress):
+            if request.bookmarks and item.revision > last_reported:
+                last_reported = item.revision
+                yield bookmark(request.resource, item.revision)
+            continue
+        translated = translate(request, item)
+        if translated is not None:
+            last_reported = item.revision
+            yield {"type": translated[0], "object": translated[1]}
+
+
+async def _changes_after(registry: Registry, request: WatchRequest, after: int,
+                         ) -> AsyncIterator[WatchEvent | Progress | Closed | Expired]:
+    """Every change after revision `after`: from the shared watch cache when it holds
+    them, else from an etcd watch of our own."""
+    key_prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
+    cache = registry.cacher.cache(collection_prefix(registry.prefix, request.resource, None))
+    watcher = cache.subscribe(key_prefix, after)
+    if watcher is not None:
+        async for item in watcher.items():
+            yield item
+        return
+    stream = registry.storage.watch(key_prefix, after + 1)
     ticker: asyncio.Task[None] | None = None
     if request.bookmarks:
         ticker = asyncio.create_task(_request_progress_forever(stream.request_progress))
     try:
         async for batch in stream.batches():
             if isinstance(batch, Progress):
-                if batch.revision > last_reported:
-                    last_reported = batch.revision
-                    yield bookmark(request.resource, batch.revision)
+                yield batch
                 continue
             for event in batch:
-                translated = translate(request, event)
-                if translated is not None:
-                    last_reported = event.revision
-                    yield {"type": translated[0], "object": translated[1]}
+                yield event
     except Compacted as e:
-        yield error_event(errors.too_old_resource_version(e.requested, e.compact_revision))
+        yield Expired(e.requested, e.compact_revision)
     except StorageError as e:
-        log.warning("watch on %s ended: %s", prefix, e)
+        yield Closed(str(e))
     finally:
         if ticker is not None:
             ticker.cancel()

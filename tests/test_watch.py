@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import ApiServer, Etcd, unique
+from tests.support import ApiServer, Etcd, eventually, unique
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -194,20 +194,68 @@ def etcd_watchers(etcd: Etcd) -> int:
     raise AssertionError("etcd did not report etcd_debugging_mvcc_watcher_total")
 
 
+def apiserver_gauges(server: ApiServer) -> dict[str, float]:
+    gauges = {}
+    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            gauges[name] = float(value)
+    return gauges
+
+
 async def test_disconnecting_clients_leave_no_watch_behind(
         private_apiserver: tuple[Etcd, ApiServer]) -> None:
     etcd, server = private_apiserver
-    baseline = etcd_watchers(etcd)
     async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
-        for _ in range(200):
-            async with http.stream("GET", PODS, params={"watch": "true"}) as r:
+        # the first watch starts the shared watch cache of pods: one etcd watch for good
+        async with http.stream("GET", PODS, params={"watch": "true"}) as r:
+            assert r.status_code == 200
+
+        async def quiet() -> dict[str, float] | None:
+            gauges = apiserver_gauges(server)
+            idle = gauges['apiserver_registered_watchers{resource="pods"}'] == 0
+            return gauges if idle else None
+
+        baseline = await eventually(quiet, timeout=30, what="no registered watcher")
+        etcd_baseline = etcd_watchers(etcd)
+        for i in range(200):
+            params = {"watch": "true"}
+            if i % 2:  # half of them from an old revision: served by etcd watches of their own
+                params["resourceVersion"] = "1"
+            async with http.stream("GET", PODS, params=params) as r:
                 assert r.status_code == 200
 
         async def settled() -> bool:
-            return etcd_watchers(etcd) <= baseline
+            gauges = apiserver_gauges(server)
+            return (gauges['apiserver_registered_watchers{resource="pods"}'] == 0
+                    and gauges["kubelite_apiserver_etcd_watches"]
+                    == baseline["kubelite_apiserver_etcd_watches"]
+                    and gauges["kubelite_apiserver_tasks"] <= baseline["kubelite_apiserver_tasks"]
+                    and etcd_watchers(etcd) <= etcd_baseline)
 
-        from tests.support import eventually
-        await eventually(settled, timeout=30, what="etcd watchers back to baseline")
+        await eventually(settled, timeout=30, what="watchers, etcd watches and tasks at baseline")
+
+
+async def test_many_watchers_share_one_etcd_watch(
+        private_apiserver: tuple[Etcd, ApiServer]) -> None:
+    etcd, server = private_apiserver
+    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        async with http.stream("GET", PODS, params={"watch": "true", "timeoutSeconds": "1"}):
+            pass
+        before = etcd_watchers(etcd)
+        rv = (await http.get(PODS)).json()["metadata"]["resourceVersion"]
+        watches = [asyncio.create_task(collect(http, PODS, 1, resourceVersion=rv))
+                   for _ in range(20)]
+
+        async def all_registered() -> bool:
+            gauges = apiserver_gauges(server)
+            return gauges['apiserver_registered_watchers{resource="pods"}'] == 20
+
+        await eventually(all_registered, timeout=30, what="20 watchers on the cache")
+        assert etcd_watchers(etcd) == before
+        await http.post(PODS, json=pod("shared"))
+        results = await asyncio.gather(*watches)
+        assert all(events[0]["object"]["metadata"]["name"] == "shared" for events in results)
 
 
 async def test_etcd_down_gives_fast_503_then_recovers(
@@ -232,7 +280,6 @@ async def test_etcd_down_gives_fast_503_then_recovers(
             r = await http.get(f"{PODS}/before")
             return r.status_code == 200
 
-        from tests.support import eventually
         await eventually(recovered, timeout=30, what="apiserver recovery after etcd restart")
         assert (await http.post(PODS, json=pod("after"))).status_code == 201
         assert (await http.get(f"{PODS}/during")).status_code == 404
