@@ -260,7 +260,13 @@ class ApiServer:
             resource_version=request.query_params.get("resourceVersion"),
             labels=labels, fields=fields,
             timeout_seconds=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
-            bookmarks=query_bool(request, "allowWatchBookmarks"))
+            bookmarks=query_bool(request, "allowWatchBookmarks"),
+            send_initial_events=query_bool(request, "sendInitialEvents"))
+        if watch_request.send_initial_events and not watch_request.bookmarks:
+            raise errors.invalid("ListOptions", "", [{
+                "reason": "FieldValueForbidden",
+                "message": "Forbidden: sendInitialEvents requires setting allowWatchBookmarks "
+                           "to true", "field": "allowWatchBookmarks"}])
         events = await open_watch(self.registry, watch_request)
         render = None
         if tables.wants_table(request.headers.get("accept")):
@@ -454,6 +460,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             return status_response(errors.ServiceUnavailable(
                 f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
 
+    app.include_router(discovery.router)  # before the catch-all below
     app.add_api_route("/api/v1/{path:path}", handle,
                       methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
 
@@ -474,5 +481,4 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def metrics() -> Response:
         return PlainTextResponse(render_metrics(registry), media_type="text/plain; version=0.0.4")
 
-    app.include_router(discovery.router)
     return app

@@ -9,6 +9,7 @@
   `fieldValidation` parameter that the server validates fields itself (`kubectl create`
   then sends `?fieldValidation=Strict` instead of validating against a downloaded schema).
   `/openapi/v2` is not served (404): kubectl 1.37 only falls back to it when v3 fails.
+- `GET .../services`: an always-empty, read-only list, so that `kubectl cluster-info` works.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from functools import cache
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
+from pydantic.json_schema import models_json_schema
 
 from apiserver.resources import RESOURCES
+from common import models
 from common.errors import NotFound
 
 KUBERNETES_MAJOR = "1"
@@ -62,12 +65,15 @@ class ResourceInfo:
     subresources: tuple[Subresource, ...] = ()
 
 
-# What kube-apiserver says of each subresource, for the ones kubelite serves.
-SUBRESOURCE_INFO = {
-    "binding": lambda kind: Subresource("binding", "Binding", ("create",)),
-    "log": lambda kind: Subresource("log", kind, ("get",)),
-    "status": lambda kind: Subresource("status", kind, STATUS_VERBS),
-}
+def subresource_info(name: str, kind: str) -> Subresource:
+    """What kube-apiserver says of each subresource kubelite serves."""
+    if name == "binding":
+        return Subresource(name, "Binding", ("create",))
+    if name == "log":
+        return Subresource(name, kind, ("get",))
+    return Subresource(name, kind, STATUS_VERBS)
+
+
 SHORT_NAMES = {"pods": ("po",), "nodes": ("no",), "events": ("ev",), "namespaces": ("ns",)}
 CATEGORIES = {"pods": ("all",)}
 
@@ -82,9 +88,9 @@ SERVICES = ResourceInfo(plural="services", singular="service", kind="Service", n
 def core_resources() -> list[ResourceInfo]:
     """Every core/v1 resource the apiserver serves, sorted by name as kube-apiserver lists."""
     infos = [SERVICES]
-    for plural, resource in sorted(RESOURCES.items()):
-        subresources = tuple(SUBRESOURCE_INFO[name](resource.kind)
-                             for name in sorted(resource.subresources) if name in SUBRESOURCE_INFO)
+    for plural, resource in RESOURCES.items():
+        subresources = tuple(subresource_info(name, resource.kind)
+                             for name in sorted(resource.subresources))
         infos.append(ResourceInfo(
             plural=plural, singular=resource.kind.lower(), kind=resource.kind,
             namespaced=resource.namespaced, verbs=ALL_VERBS,
@@ -343,66 +349,80 @@ def resource_paths(info: ResourceInfo) -> dict[str, Any]:
     return paths
 
 
-def _object_schema(kind: str, description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "type": "object",
-        "properties": {
-            "apiVersion": {"type": "string", "description": "APIVersion defines the "
-                           "versioned schema of this representation of an object."},
-            "kind": {"type": "string", "description": "Kind is a string value representing "
-                     "the REST resource this object represents."},
-            "metadata": {"allOf": [{"$ref": f"#/components/schemas/{META_SCHEMA_PREFIX}"
-                                    "ObjectMeta"}], "default": {},
-                         "description": "Standard object's metadata."},
-            "spec": {"type": "object", "description": f"Specification of the {kind}."},
-            "status": {"type": "object", "description": f"Most recently observed status of "
-                       f"the {kind}."},
-        },
-        "x-kubernetes-group-version-kind": [_response_kind(kind)],
-    }
-
-
 KIND_DESCRIPTIONS = {
     "Pod": "Pod is a collection of containers that can run on a host. This resource is "
            "created by clients and scheduled onto hosts.",
     "Node": "Node is a worker node in Kubernetes. Each node will have a unique identifier "
             "in the cache (i.e. in etcd).",
-    "Event": "Event is a report of an event somewhere in the cluster.",
+    "Event": "Event is a report of an event somewhere in the cluster.  Events have a limited "
+             "retention time and triggers and messages may evolve with time.",
     "Namespace": "Namespace provides a scope for Names. Use of multiple namespaces is "
                  "optional.",
+    "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
+                  "includes all objects users must create.",
 }
+META_TYPES = ("ObjectMeta", "OwnerReference")
+SERVED_MODELS = (models.Pod, models.Node, models.Event, models.Namespace)
+
+
+def schema_name(model: str) -> str:
+    prefix = META_SCHEMA_PREFIX if model in META_TYPES else GROUP_SCHEMA_PREFIX
+    return prefix + model
+
+
+def kube_schema(node: Any) -> Any:
+    """Pydantic's JSON schema in the dialect kube-openapi writes (and kubectl explain reads).
+
+    Optional fields lose their `null` alternative, references are wrapped in `allOf` the way
+    kube-openapi does, and pydantic's titles and `default: null` go.
+    """
+    if isinstance(node, list):
+        return [kube_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "anyOf" in node:
+        options = [option for option in node["anyOf"] if option != {"type": "null"}]
+        if len(options) == 1:
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            return kube_schema({**rest, **options[0]})
+    result = {key: kube_schema(value) for key, value in node.items()
+              if key not in ("$ref", "title", "properties")
+              and not (key == "default" and value is None)}
+    if "properties" in node:  # field names, not schema keywords
+        result["properties"] = {name: kube_schema(prop)
+                                for name, prop in node["properties"].items()}
+    if "$ref" in node:
+        model = node["$ref"].rsplit("/", 1)[-1]
+        result["allOf"] = [{"$ref": f"#/components/schemas/{schema_name(model)}"}]
+    return result
+
+
+def _list_schema(kind: str) -> dict[str, Any]:
+    return {
+        "description": f"{kind}List is a list of {kind} objects.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "items": {"type": "array", "items": {"allOf": [_ref(kind)]}},
+        },
+        "x-kubernetes-group-version-kind": [_response_kind(f"{kind}List")],
+    }
 
 
 def schemas() -> dict[str, Any]:
-    result: dict[str, Any] = {
-        f"{META_SCHEMA_PREFIX}ObjectMeta": {
-            "description": "ObjectMeta is metadata that all persisted resources must have, "
-                           "which includes all objects users must create.",
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "Name must be unique within a "
-                         "namespace."},
-                "namespace": {"type": "string", "description": "Namespace defines the space "
-                              "within which each name must be unique."},
-                "labels": {"type": "object", "additionalProperties": {"type": "string"},
-                           "description": "Map of string keys and values that can be used "
-                           "to organize and categorize (scope and select) objects."},
-                "annotations": {"type": "object", "additionalProperties": {"type": "string"},
-                                "description": "Annotations is an unstructured key value map "
-                                "stored with a resource."},
-            },
-        },
-    }
-    for info in core_resources():
-        result[f"{GROUP_SCHEMA_PREFIX}{info.kind}"] = _object_schema(
-            info.kind, KIND_DESCRIPTIONS.get(info.kind, info.kind))
-        result[f"{GROUP_SCHEMA_PREFIX}{info.kind}List"] = {
-            "description": f"{info.kind}List is a list of {info.kind} objects.",
-            "type": "object",
-            "properties": {"items": {"type": "array", "items": _ref(info.kind)}},
-            "x-kubernetes-group-version-kind": [_response_kind(f"{info.kind}List")],
-        }
+    """components.schemas: the served kinds, as common.models describes them."""
+    _, document = models_json_schema([(model, "validation") for model in SERVED_MODELS],
+                                     by_alias=True, ref_template="#/components/schemas/{model}")
+    result: dict[str, Any] = {}
+    for model, schema in document["$defs"].items():
+        converted = kube_schema(schema)
+        if model in KIND_DESCRIPTIONS:
+            converted["description"] = KIND_DESCRIPTIONS[model]
+        result[schema_name(model)] = converted
+    for model in SERVED_MODELS:
+        kind = model.__name__
+        result[schema_name(kind)]["x-kubernetes-group-version-kind"] = [_response_kind(kind)]
+        result[schema_name(f"{kind}List")] = _list_schema(kind)
     return result
 
 

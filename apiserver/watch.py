@@ -49,6 +49,7 @@ class WatchRequest:
     fields: FieldSelector | None
     timeout_seconds: float
     bookmarks: bool
+    send_initial_events: bool = False
 
 
 def translate(request: WatchRequest, event: WatchEvent) -> tuple[str, dict[str, Any]] | None:
@@ -90,9 +91,10 @@ async def open_watch(registry: Registry, request: WatchRequest,
     etcd down) raise here, so the caller can still answer with a Status."""
     rv = request.resource_version
     initial: list[dict[str, Any]] = []
-    if rv in (None, "", "0"):
+    if request.send_initial_events or rv in (None, "", "0"):
         initial, revision = await registry.list_objects(request.resource, request.namespace,
-                                                labels=request.labels, fields=request.fields)
+                                                        labels=request.labels,
+                                                        fields=request.fields)
         start = revision + 1
     else:
         try:
@@ -106,6 +108,11 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[dict[
                   start: int) -> AsyncIterator[dict[str, Any]]:
     for obj in initial:
         yield {"type": "ADDED", "object": obj}
+    if request.send_initial_events:
+        # kube's marker that the initial state is complete (watch-list, kubectl wait/delete)
+        end = bookmark(request.resource, start - 1)
+        end["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+        yield end
     last_reported = start - 1  # the newest revision the client has been told about
     async for item in _changes_after(registry, request, start - 1):
         if isinstance(item, Closed):

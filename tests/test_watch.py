@@ -283,3 +283,16 @@ async def test_etcd_down_gives_fast_503_then_recovers(
         await eventually(recovered, timeout=30, what="apiserver recovery after etcd restart")
         assert (await http.post(PODS, json=pod("after"))).status_code == 201
         assert (await http.get(f"{PODS}/during")).status_code == 404
+
+
+async def test_send_initial_events_ends_with_marked_bookmark(http: httpx.AsyncClient) -> None:
+    """What `kubectl delete` and `kubectl wait` ask for (watch-list)."""
+    tag = unique("wl")
+    await http.post(PODS, json=pod(f"{tag}-0", {"batch": tag}))
+    events = await collect(http, PODS, 2, labelSelector=f"batch={tag}", sendInitialEvents="true",
+                           resourceVersionMatch="NotOlderThan", allowWatchBookmarks="true")
+    assert events[0]["type"] == "ADDED"
+    assert events[1]["type"] == "BOOKMARK"
+    assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
+    r = await http.get(PODS, params={"watch": "true", "sendInitialEvents": "true"})
+    assert r.status_code == 422

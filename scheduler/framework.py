@@ -1,0 +1,281 @@
+"""The scheduling framework, kept small: filter, score, pick, and explain.
+
+As in kube-scheduler (`pkg/scheduler/framework`), a plugin answers one question about
+one (pod, node) pair and returns a `Status`; "unschedulable" is an outcome, not an
+exception. `schedule_one` is a pure function of the pod and a snapshot of the nodes:
+it runs every filter on every node (stopping early once enough feasible nodes were
+found, like kube's percentageOfNodesToScore), scores the feasible ones, and picks the
+best, breaking ties at random so that equal nodes share the load. When no node fits,
+`fit_error_message` words the outcome as kube-scheduler's FitError does.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Pod = Mapping[str, Any]
+Node = Mapping[str, Any]
+
+MAX_NODE_SCORE = 100
+# kube-scheduler's defaults for how many feasible nodes to look for before scoring.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+
+
+class Code(enum.Enum):
+    SUCCESS = "Success"
+    # The pod does not fit this node now; a change to the node may fix that.
+    UNSCHEDULABLE = "Unschedulable"
+    # The pod does not fit and preempting pods on the node would not help.
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    # The plugin itself failed: the scheduling attempt is aborted and retried.
+    ERROR = "Error"
+
+
+@dataclass(frozen=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    @property
+    def is_rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+
+SUCCESS = Status()
+
+
+def unschedulable(reason: str, *, unresolvable: bool = False) -> Status:
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, (reason,))
+
+
+def error(reason: str) -> Status:
+    return Status(Code.ERROR, (reason,))
+
+
+@dataclass
+class NodeInfo:
+    """A node as the scheduler sees it: the object plus what is placed on it.
+
+    The cache mutates these between scheduling cycles; a cycle is synchronous, so
+    plugins see a consistent snapshot and must not modify it.
+    """
+
+    node: Node
+    pod_count: int = 0
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = str((self.node.get("metadata") or {}).get("name") or "")
+
+
+class FilterFunc(Protocol):
+    def __call__(self, pod: Pod, node_info: NodeInfo, /) -> Status: ...
+
+
+class ScoreFunc(Protocol):
+    def __call__(self, pod: Pod, node_info: NodeInfo, /) -> int: ...
+
+
+class NormalizeFunc(Protocol):
+    """Map raw scores (by node name) onto 0..MAX_NODE_SCORE."""
+
+    def __call__(self, scores: Mapping[str, int], /) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class FilterPlugin:
+    name: str
+    filter: FilterFunc
+
+
+@dataclass(frozen=True)
+class ScorePlugin:
+    name: str
+    score: ScoreFunc
+    normalize: NormalizeFunc | None = None
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Why each node was rejected (node name -> the rejecting filter's status)."""
+
+    node_statuses: dict[str, Status] = field(default_factory=dict)
+    num_all_nodes: int = 0
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    node_name: str | None
+    evaluated_nodes: int
+    feasible_nodes: int
+    diagnosis: Diagnosis
+    # Where the next cycle starts looking, so that a partial search visits every node.
+    next_start_index: int = 0
+    error: str | None = None
+
+    @property
+    def message(self) -> str:
+        """What a failure means to a user; empty on success."""
+        if self.node_name is not None:
+            return ""
+        if self.error is not None:
+            return self.error
+        return fit_error_message(self.diagnosis)
+
+
+def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo) -> Status:
+    """The first non-success status of the filters, in order (kube stops there too)."""
+    for plugin in filters:
+        status = plugin.filter(pod, node_info)
+        if status.code is not Code.SUCCESS:
+            return Status(status.code, status.reasons, plugin.name)
+    return SUCCESS
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
+    """How many feasible nodes are enough (kube's adaptive percentageOfNodesToScore)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage <= 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    if percentage >= 100:
+        return num_all_nodes
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod,
+                feasible: Sequence[NodeInfo]) -> dict[str, int]:
+    """Weighted sum of every score plugin's (normalized) score, by node name."""
+    totals = {info.name: 0 for info in feasible}
+    for plugin in scorers:
+        raw = {info.name: plugin.score(pod, info) for info in feasible}
+        scores = plugin.normalize(raw) if plugin.normalize is not None else raw
+        for name, value in scores.items():
+            totals[name] += value * plugin.weight
+    return totals
+
+
+def select_host(scores: Mapping[str, int], rng: random.Random) -> str:
+    """The highest-scored node; a random one among equals, so equal nodes share load."""
+    best = max(scores.values())
+    return rng.choice(sorted(name for name, value in scores.items() if value == best))
+
+
+def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
+                 filters: Sequence[FilterPlugin], scorers: Sequence[ScorePlugin],
+                 rng: random.Random, start_index: int = 0,
+                 percentage_of_nodes_to_score: int = 0) -> ScheduleResult:
+    """Pick a node for `pod`, or explain why there is none."""
+    total = len(nodes)
+    if total == 0:
+        return ScheduleResult(None, 0, 0, Diagnosis())
+    wanted = num_feasible_nodes_to_find(total, percentage_of_nodes_to_score)
+    feasible: list[NodeInfo] = []
+    rejected: dict[str, Status] = {}
+    evaluated = 0
+    for offset in range(total):
+        info = nodes[(start_index + offset) % total]
+        evaluated += 1
+        status = run_filters(filters, pod, info)
+        if status.code is Code.SUCCESS:
+            feasible.append(info)
+            if len(feasible) >= wanted:
+                break
+        elif status.code is Code.ERROR:
+            reason = "; ".join(status.reasons)
+            return ScheduleResult(None, evaluated, len(feasible),
+                                  Diagnosis(rejected, total),
+                                  error=f"running {status.plugin!r} filter plugin: {reason}")
+        else:
+            rejected[info.name] = status
+    diagnosis = Diagnosis(rejected, total)
+    next_start = (start_index + evaluated) % total
+    if not feasible:
+        return ScheduleResult(None, evaluated, 0, diagnosis, next_start)
+    if len(feasible) == 1:
+        chosen = feasible[0].name
+    else:
+        chosen = select_host(score_nodes(scorers, pod, feasible), rng)
+    return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start)
+
+
+def reason_histogram(statuses: Iterable[Status]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for status in statuses:
+        counts.update(status.reasons)
+    return counts
+
+
+def fit_error_message(diagnosis: Diagnosis) -> str:
+    """`0/2 nodes are available: 1 node(s) didn't match ..., 1 node(s) were unschedulable.`
+
+    Reasons are "<count> <reason>" strings sorted as strings, as kube-scheduler's
+    FitError sorts them (so "10 node(s)" sorts before "2 node(s)", as in kube).
+    """
+    if diagnosis.num_all_nodes == 0:
+        return NO_NODES_AVAILABLE
+    message = f"0/{diagnosis.num_all_nodes} nodes are available:"
+    parts = sorted(f"{count} {reason}"
+                   for reason, count in reason_histogram(diagnosis.node_statuses.values()).items())
+    if parts:
+        message += " " + ", ".join(parts) + "."
+    return message
+
+
+def per_node_reason(reason: str) -> str:
+    """A counted reason reworded for one node: "node(s) were unschedulable" -> "was ..."."""
+    text = reason.removeprefix("node(s) ")
+    if text.startswith("were "):
+        text = "was " + text.removeprefix("were ")
+    return text
+
+
+def per_node_reasons(diagnosis: Diagnosis, *, limit: int = 100) -> dict[str, str]:
+    """Which node failed why (at most `limit` nodes, by name), for the annotation."""
+    names = sorted(diagnosis.node_statuses)
+    explained = {name: "; ".join(per_node_reason(r) for r in
+                                 diagnosis.node_statuses[name].reasons)
+                 for name in names[:limit]}
+    if len(names) > limit:
+        explained["..."] = f"{len(names) - limit} more node(s) not shown"
+    return explained
+
+
+def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, *, key: str, effect: str,
+              value: str = "") -> bool:
+    """Whether any toleration tolerates the taint key=value:effect (core/v1 semantics)."""
+    for toleration in tolerations or ():
+        t_effect = toleration.get("effect") or ""
+        if t_effect and t_effect != effect:
+            continue
+        t_key = toleration.get("key") or ""
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists":
+            if not t_key or t_key == key:
+                return True
+        elif operator == "Equal" and t_key == key and (toleration.get("value") or "") == value:
+            return True
+    return False
+
+
+def node_condition(node: Node, condition_type: str) -> str | None:
+    """The status ("True"/"False"/"Unknown") of a node condition, None when absent."""
+    for condition in (node.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == condition_type:
+            return str(condition.get("status"))
+    return None

@@ -1,0 +1,314 @@
+"""The scheduler process: informers in, bindings and explanations out.
+
+One pod's way through this file: the unbound-pods informer hands it to the queue
+(`_on_pod_added`); the loop (`run_loop`) pops it, `schedule_one` picks a node from
+the cache's snapshot, the pod is assumed on that node and bound in the background
+(`_bind`), which ends with the `Scheduled` event. When no node fits, the pod backs
+off in the queue and the user is told why (`_explain_unschedulable`): a
+`FailedScheduling` event, the `PodScheduled=False` condition, and an annotation naming
+each node's reason. Node changes that let a waiting pod fit move it back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import signal
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from common.client import ApiClient
+from common.errors import ApiError, Conflict, Invalid, NotFound
+from common.events import EventRecorder
+from common.informer import Informer
+from scheduler.cache import ClusterCache
+from scheduler.framework import (
+    FilterPlugin,
+    ScorePlugin,
+    per_node_reasons,
+    run_filters,
+    schedule_one,
+)
+from scheduler.plugins import FILTERS, SCORERS
+from scheduler.pods import (
+    UNSCHEDULABLE_NODES_ANNOTATION,
+    annotation_patch,
+    is_bound,
+    is_deleting,
+    pod_key,
+    unschedulable_condition_patch,
+)
+from scheduler.queue import QueuedPod, SchedulingQueue, node_change_could_help
+
+log = logging.getLogger("scheduler")
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+
+
+@dataclass(frozen=True)
+class Options:
+    apiserver: str
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    # Binds (and failure reports) in flight at once; the loop waits when all are busy.
+    # More is slower here: httpx's pool costs grow with concurrent requests.
+    parallelism: int = 8
+    # 0: kube's adaptive default (all nodes below 100, then 50% down to 5%).
+    percentage_of_nodes_to_score: int = 0
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def unbound_pods_selector(scheduler_name: str) -> str:
+    return f"spec.nodeName=,spec.schedulerName={scheduler_name}"
+
+
+# Terminated pods no longer occupy their node (kube-scheduler's informer skips them too).
+ASSIGNED_PODS_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+
+class Scheduler:
+    """The scheduler's state and its thin async shell around the pure decisions."""
+
+    def __init__(self, client: ApiClient, *, options: Options,
+                 filters: list[FilterPlugin] | None = None,
+                 scorers: list[ScorePlugin] | None = None) -> None:
+        self.client = client
+        self.options = options
+        self.filters = filters if filters is not None else FILTERS
+        self.scorers = scorers if scorers is not None else SCORERS
+        self.recorder = EventRecorder(client, component=options.scheduler_name)
+        self.cache = ClusterCache()
+        self.queue = SchedulingQueue()
+        self.rng = random.Random()
+        self.next_start_index = 0
+        self.slots = asyncio.Semaphore(options.parallelism)
+        self.background: set[asyncio.Task[None]] = set()
+        self.nodes = Informer(client, "nodes", on_add=self._on_node_added,
+                              on_update=self._on_node_updated, on_delete=self.cache.remove_node,
+                              name="nodes")
+        self.assigned = Informer(client, "pods", field_selector=ASSIGNED_PODS_SELECTOR,
+                                 on_add=self.cache.set_pod,
+                                 on_update=lambda _old, new: self.cache.set_pod(new),
+                                 on_delete=self.cache.remove_pod, name="assigned pods")
+        self.unbound = Informer(client, "pods",
+                                field_selector=unbound_pods_selector(options.scheduler_name),
+                                on_add=self._on_pod_added, on_update=self._on_pod_updated,
+                                on_delete=self.queue.delete, name="unbound pods")
+
+    # -- informer handlers (quick: they only update the cache and the queue) ------------
+
+    def _on_pod_added(self, pod: dict[str, Any]) -> None:
+        self._on_pod_updated(None, pod)
+
+    def _on_pod_updated(self, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        if is_bound(new) or is_deleting(new):
+            self.queue.delete(new)
+        elif self._known_bound(new) and pod_key(new) not in self.queue:
+            # A late event from before our binding: not ours to schedule again.
+            return
+        elif old is None:
+            self.queue.add(new)
+        else:
+            self.queue.update(old, new)
+
+    def _known_bound(self, pod: dict[str, Any]) -> bool:
+        """Whether we bound this very pod, or the assigned-pods informer saw it bound."""
+        if self.cache.is_assumed(pod):
+            return True
+        seen = self.assigned.get(pod_key(pod))
+        uid = (pod.get("metadata") or {}).get("uid")
+        return seen is not None and (seen.get("metadata") or {}).get("uid") == uid
+
+    def _on_node_added(self, node: dict[str, Any]) -> None:
+        self.cache.set_node(node)
+        self._retry_pods_fitting(node)
+
+    def _on_node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        self.cache.set_node(new)
+        if node_change_could_help(old, new):
+            self._retry_pods_fitting(new)
+
+    def _retry_pods_fitting(self, node: dict[str, Any]) -> None:
+        info = self.cache.get_node(str(node["metadata"]["name"]))
+        if info is None:
+            return
+        moved = self.queue.move_matching(
+            lambda pod: run_filters(self.filters, pod, info).is_success)
+        if moved:
+            log.info("node %s changed: %d waiting pod(s) now fit it, retrying them",
+                     info.name, moved)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start the informers, wait for nodes and placed pods, then schedule forever."""
+        informers = [self.nodes, self.assigned, self.unbound]
+        tasks = [asyncio.create_task(i.run(), name=i.name) for i in informers]
+        try:
+            await asyncio.gather(self.nodes.wait_synced(), self.assigned.wait_synced())
+            log.info("caches synced: %d node(s); scheduling pods with schedulerName=%s",
+                     len(self.cache.node_infos()), self.options.scheduler_name)
+            await self.run_loop()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def run_loop(self) -> None:
+        while True:
+            # A free slot first, so that a popped pod is scheduled at once.
+            await self.slots.acquire()
+            try:
+                item = await self.queue.pop()
+            except BaseException:
+                self.slots.release()
+                raise
+            try:
+                self.schedule(item)
+            except Exception:
+                self.slots.release()
+                log.exception("scheduling %s failed", item.key)
+                self.queue.failed(item, unschedulable=False)
+
+    def schedule(self, item: QueuedPod) -> None:
+        """One scheduling cycle (synchronous: the snapshot cannot change under it).
+
+        Holds one of `slots`; the background task it starts releases it.
+        """
+        pod = item.pod
+        self.cache.cleanup_expired()
+        result = schedule_one(pod, self.cache.node_infos(), filters=self.filters,
+                              scorers=self.scorers, rng=self.rng,
+                              start_index=self.next_start_index,
+                              percentage_of_nodes_to_score=(
+                                  self.options.percentage_of_nodes_to_score))
+        self.next_start_index = result.next_start_index
+        if result.node_name is None:
+            unschedulable = result.error is None
+            retry_in = self.queue.failed(item, unschedulable=unschedulable)
+            log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
+                     item.attempts, retry_in, result.message)
+            reasons = per_node_reasons(result.diagnosis) if unschedulable else None
+            self._start(self._explain_unschedulable(pod, result.message, reasons))
+            return
+        self.cache.assume(pod, result.node_name)
+        how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
+               f"node(s), attempt {item.attempts + 1}")
+        self._start(self._bind(item, result.node_name, how))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(self._in_slot(work))
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+    async def _in_slot(self, work: Coroutine[Any, Any, None]) -> None:
+        try:
+            await work
+        except Exception:
+            log.exception("background scheduler work failed")
+        finally:
+            self.slots.release()
+
+    # -- API writes -----------------------------------------------------------------------
+
+    async def _bind(self, item: QueuedPod, node: str, how: str) -> None:
+        pod = item.pod
+        namespace, name = item.key.split("/", 1)
+        try:
+            await self.client.bind(namespace, name, node)
+        except Conflict as e:
+            self.cache.forget(pod)
+            self.queue.done(item)
+            log.info("%s was bound by someone else, dropping it (%s)", item.key, e.message)
+            return
+        except (NotFound, Invalid) as e:
+            # The pod is gone (its informer delete drops it from the queue), or the
+            # node vanished between filter and bind: try again after a back-off.
+            self.cache.forget(pod)
+            retry_in = self.queue.failed(item, unschedulable=False)
+            log.warning("binding %s to %s failed, retry in %.0fs: %s", item.key, node,
+                        retry_in, e.message)
+            return
+        except (ApiError, httpx.HTTPError) as e:
+            self.cache.forget(pod)
+            retry_in = self.queue.failed(item, unschedulable=False)
+            log.warning("binding %s to %s failed, retry in %.0fs: %s: %s", item.key, node,
+                        retry_in, type(e).__name__, e)
+            return
+        self.cache.finish_binding(pod)
+        self.queue.done(item)
+        message = f"Successfully assigned {item.key} to {node}"
+        log.info("%s (%s, %.2fs after it was queued)", message, how,
+                 self.queue.clock() - item.first_queued)
+        await self.recorder.event(pod, "Normal", "Scheduled", message)
+        if annotation_patch(pod, None) is not None:
+            await self._patch(pod, {"metadata": {"annotations": {
+                UNSCHEDULABLE_NODES_ANNOTATION: None}}})
+
+    async def _explain_unschedulable(self, pod: dict[str, Any], message: str,
+                                     reasons: dict[str, str] | None) -> None:
+        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
+        reason = "Unschedulable" if reasons is not None else "SchedulerError"
+        condition = unschedulable_condition_patch(pod, message, now_rfc3339(), reason=reason)
+        if condition is not None:
+            await self._patch(pod, condition, subresource="status")
+        if reasons is not None:
+            annotation = annotation_patch(pod, reasons)
+            if annotation is not None:
+                await self._patch(pod, annotation)
+
+    async def _patch(self, pod: dict[str, Any], patch: dict[str, Any], *,
+                     subresource: str | None = None) -> None:
+        namespace, name = pod_key(pod).split("/", 1)
+        try:
+            await self.client.patch("pods", name, patch, namespace=namespace,
+                                     subresource=subresource)
+        except NotFound:
+            pass  # deleted meanwhile: nothing left to explain
+        except (ApiError, httpx.HTTPError) as e:
+            what = "status" if subresource else "annotations"
+            log.warning("could not update the %s of %s: %s: %s", what, pod_key(pod),
+                        type(e).__name__, e)
+
+    async def drain(self, *, seconds: float) -> None:
+        """Let binds and reports in flight finish (up to `seconds`)."""
+        if self.background:
+            await asyncio.wait(set(self.background), timeout=seconds)
+
+
+async def serve(options: Options) -> None:
+    """Run until SIGTERM/SIGINT, then finish what is in flight and stop."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with ApiClient(options.apiserver,
+                         user_agent=f"kubelite-scheduler/{options.scheduler_name}") as client:
+        scheduler = Scheduler(client, options=options)
+        log.info("starting %s against %s with filters %s and scores %s",
+                 options.scheduler_name, options.apiserver,
+                 json.dumps([p.name for p in scheduler.filters]),
+                 json.dumps([p.name for p in scheduler.scorers]))
+        running = asyncio.create_task(scheduler.run(), name="scheduler")
+        stopping = asyncio.create_task(stop.wait(), name="stop signal")
+        done, _ = await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if running in done:
+            stopping.cancel()
+            running.result()  # a crash: let it propagate
+            return
+        log.info("shutting down: %d pod(s) still queued, %d bind/report task(s) in flight",
+                 len(scheduler.queue), len(scheduler.background))
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await scheduler.drain(seconds=5)
+    log.info("stopped")

@@ -1,0 +1,29 @@
+"""The plugins the scheduler runs, in order. A new plugin: one file here, one line below."""
+
+from __future__ import annotations
+
+from scheduler.framework import FilterPlugin, ScorePlugin
+from scheduler.plugins import (
+    least_pods,
+    node_name,
+    node_ready,
+    node_selector,
+    node_unschedulable,
+    taint_toleration,
+)
+
+# kube-scheduler's default order (NodeReady stands where kube's not-ready taint is
+# checked). The first rejecting filter gives the node's reason.
+FILTERS: list[FilterPlugin] = [
+    node_unschedulable.PLUGIN,
+    node_name.PLUGIN,
+    node_ready.PLUGIN,
+    taint_toleration.PLUGIN,
+    node_selector.PLUGIN,
+]
+
+SCORERS: list[ScorePlugin] = [
+    least_pods.PLUGIN,
+]
+
+__all__ = ["FILTERS", "SCORERS"]

@@ -1,0 +1,390 @@
+"""The scheduler as a real process against a real apiserver on a real etcd.
+
+Nodes are plain API objects (no kubelet). The module runs its own etcd + apiserver so
+other modules' nodes cannot change the "0/N nodes" counts, and every test deletes the
+nodes and pods it made. Tests that start their own scheduler processes give them their
+own `--scheduler-name`, so the module's shared scheduler never touches those pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from common.client import ApiClient
+from common.errors import NotFound
+from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
+from tests.support import PYTHON, ApiServer, Etcd, Process, eventually, unique, wait_http_ok
+
+T = TypeVar("T")
+
+
+class SchedulerProcess:
+    def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
+                 scheduler_name: str = "default-scheduler") -> None:
+        self.process = Process(name, [
+            PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
+            "--scheduler-name", scheduler_name, "--log-level", "info",
+        ], workdir / f"{name}.log")
+
+    def start(self) -> SchedulerProcess:
+        self.process.start()
+        return self
+
+    async def wait_synced(self, *, times: int = 1) -> None:
+        async def synced() -> bool:
+            assert self.process.alive(), self.process.log()[-3000:]
+            return self.process.log().count("caches synced") >= times
+        await eventually(synced, timeout=30, what=f"{self.process.name} to sync")
+
+    def log_count(self, text: str) -> int:
+        return self.process.log().count(text)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    workdir = tmp_path_factory.mktemp("scheduler-cluster")
+    etcd = Etcd(workdir).start()
+    server = ApiServer(etcd, workdir).start()
+    yield server
+    server.stop()
+    etcd.stop()
+
+
+@pytest.fixture(scope="module")
+def scheduler(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[SchedulerProcess]:
+    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("scheduler")).start()
+    yield proc
+    proc.process.stop()
+
+
+class Objects:
+    """Creates nodes and pods through the API and deletes them after the test."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.nodes: list[str] = []
+        self.pods: list[tuple[str, str]] = []
+
+    async def node(self, name: str, *, labels: dict[str, str] | None = None,
+                   ready: bool = True, cordoned: bool = False) -> dict[str, Any]:
+        conditions = [{"type": "Ready", "status": "True" if ready else "False",
+                       "reason": "KubeletReady" if ready else "KubeletNotReady"}]
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels or {}},
+                "spec": {"unschedulable": True} if cordoned else {},
+                "status": {"conditions": conditions}}
+        created = await self.client.create("nodes", body)
+        self.nodes.append(name)
+        if (created.get("status") or {}).get("conditions") != conditions:
+            created = await self.client.patch("nodes", name,
+                                              {"status": {"conditions": conditions}},
+                                              subresource="status")
+        return created
+
+    async def pod(self, name: str, *, node_selector: dict[str, str] | None = None,
+                  scheduler_name: str | None = None, node_name: str | None = None,
+                  namespace: str = "default") -> dict[str, Any]:
+        spec: dict[str, Any] = {"containers": [{"name": "app", "image": "busybox:1.36"}]}
+        if node_selector:
+            spec["nodeSelector"] = node_selector
+        if scheduler_name:
+            spec["schedulerName"] = scheduler_name
+        if node_name:
+            spec["nodeName"] = node_name
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        self.pods.append((namespace, name))
+        return await self.client.create("pods", body, namespace=namespace)
+
+    async def cleanup(self) -> None:
+        for namespace, name in self.pods:
+            try:
+                await self.client.delete("pods", name, namespace=namespace,
+                                         grace_period_seconds=0)
+            except NotFound:
+                pass
+        for name in self.nodes:
+            try:
+                await self.client.delete("nodes", name)
+            except NotFound:
+                pass
+
+
+@pytest.fixture
+async def api(cluster: ApiServer) -> AsyncIterator[ApiClient]:
+    async with ApiClient(cluster.url) as client:
+        yield client
+
+
+@pytest.fixture
+async def objects(api: ApiClient) -> AsyncIterator[Objects]:
+    made = Objects(api)
+    yield made
+    await made.cleanup()
+
+
+async def until(check: Callable[[], Awaitable[T | None]], *, within: float = 30,
+                what: str) -> T:
+    """`eventually` for checks that answer None until they have a result."""
+    result = await eventually(check, timeout=within, what=what)
+    assert result is not None
+    return result
+
+
+async def node_of(api: ApiClient, name: str, namespace: str = "default") -> str | None:
+    pod = await api.get("pods", name, namespace=namespace)
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+async def wait_bound(api: ApiClient, name: str, *, within: float = 30) -> str:
+    async def bound() -> str | None:
+        return await node_of(api, name)
+    return await until(bound, within=within, what=f"pod {name} to be bound")
+
+
+async def events_of(api: ApiClient, name: str, namespace: str = "default"
+                    ) -> list[dict[str, Any]]:
+    listed = await api.list("events", namespace=namespace,
+                            field_selector=f"involvedObject.name={name}")
+    return list(listed.get("items") or [])
+
+
+async def wait_event(api: ApiClient, name: str, reason: str, *, min_count: int = 1,
+                     within: float = 30) -> dict[str, Any]:
+    async def found() -> dict[str, Any] | None:
+        for event in await events_of(api, name):
+            if event.get("reason") == reason and int(event.get("count") or 1) >= min_count:
+                return event
+        return None
+    return await until(found, within=within,
+                            what=f"{reason} event (count >= {min_count}) for {name}")
+
+
+def condition(pod: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+async def test_seed_scenario_pod_lands_on_the_node_its_selector_names(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    await objects.node("node1", labels={"shuai": "a"})
+    await objects.node("node2", labels={"shuai": "b"})
+    await objects.pod("pod-example", node_selector={"shuai": "b"})
+
+    assert await wait_bound(api, "pod-example") == "node2"
+    event = await wait_event(api, "pod-example", "Scheduled")
+    assert event["type"] == "Normal"
+    assert event["message"] == "Successfully assigned default/pod-example to node2"
+    assert event["source"]["component"] == "default-scheduler"
+    assert event["involvedObject"]["kind"] == "Pod"
+    pod = await api.get("pods", "pod-example", namespace="default")
+    assert (condition(pod, "PodScheduled") or {}).get("status") == "True"
+
+
+async def test_no_node_matches_then_a_label_makes_one_match(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    key = unique("zone")
+    n1, n2 = unique("plain"), unique("cordoned")
+    await objects.node(n1, labels={key: "a"})
+    await objects.node(n2, labels={key: "b"}, cordoned=True)
+    await objects.pod("waiting", node_selector={key: "b"})
+
+    expected = ("0/2 nodes are available: 1 node(s) didn't match Pod's node "
+                "affinity/selector, 1 node(s) were unschedulable.")
+    # Retried with back-off (1 s, 2 s, ...): the repeat bumps the count of one Event.
+    event = await wait_event(api, "waiting", "FailedScheduling", min_count=2)
+    assert event["type"] == "Warning"
+    assert event["message"] == expected
+    assert event["source"]["component"] == "default-scheduler"
+    failed = [e for e in await events_of(api, "waiting") if e["reason"] == "FailedScheduling"]
+    assert len(failed) == 1
+
+    pod = await api.get("pods", "waiting", namespace="default")
+    cond = condition(pod, "PodScheduled")
+    assert cond is not None
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable",
+                                                                 expected)
+    per_node = json.loads(pod["metadata"]["annotations"][UNSCHEDULABLE_NODES_ANNOTATION])
+    assert per_node == {n1: "didn't match Pod's node affinity/selector",
+                        n2: "was unschedulable"}
+    assert await node_of(api, "waiting") is None
+
+    retries_before = scheduler.log_count(f"node {n1} changed")
+    await api.patch("nodes", n1, {"metadata": {"labels": {key: "b"}}})  # kubectl label
+    assert await wait_bound(api, "waiting") == n1
+    # It came back because of the node change, not because its back-off ran out.
+    assert scheduler.log_count(f"node {n1} changed: 1 waiting pod(s)") > retries_before
+    await wait_event(api, "waiting", "Scheduled")
+
+    async def annotation_gone() -> bool:
+        pod = await api.get("pods", "waiting", namespace="default")
+        return UNSCHEDULABLE_NODES_ANNOTATION not in (pod["metadata"].get("annotations") or {})
+    await eventually(annotation_gone, what="the unschedulable-nodes annotation to go")
+
+
+async def test_pod_created_with_node_name_is_never_touched(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    key = unique("direct")
+    node = unique("direct-node")
+    await objects.node(node, labels={key: "yes"})
+    await objects.pod("preassigned", node_name=node)
+    # A pod created after it gets scheduled: by then the first one was seen too.
+    await objects.pod("sentinel", node_selector={key: "yes"})
+    await wait_event(api, "sentinel", "Scheduled")
+
+    assert await events_of(api, "preassigned") == []
+    assert "default/preassigned" not in scheduler.process.log()
+    assert await node_of(api, "preassigned") == node
+
+
+async def test_not_ready_and_cordoned_nodes_are_skipped_until_they_change(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    key = unique("pool")
+    ready, not_ready, cordoned = unique("ready"), unique("notready"), unique("cordon")
+    await objects.node(ready, labels={key: "x", "which": ready})
+    await objects.node(not_ready, labels={key: "x", "which": not_ready}, ready=False)
+    await objects.node(cordoned, labels={key: "x", "which": cordoned}, cordoned=True)
+    names = [f"skip-{i}" for i in range(6)]
+    await asyncio.gather(*(objects.pod(n, node_selector={key: "x"}) for n in names))
+    placed = await asyncio.gather(*(wait_bound(api, n) for n in names))
+    assert set(placed) == {ready}
+
+    await objects.pod("wants-not-ready", node_selector={"which": not_ready})
+    await objects.pod("wants-cordoned", node_selector={"which": cordoned})
+    # Each node's first rejecting filter gives its reason (kube's filter order).
+    expected = ("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+                "1 node(s) were not ready, 1 node(s) were unschedulable.")
+    for pod in ("wants-not-ready", "wants-cordoned"):
+        event = await wait_event(api, pod, "FailedScheduling")
+        assert event["message"] == expected
+
+    await api.patch("nodes", not_ready, {"status": {"conditions": [
+        {"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}, subresource="status")
+    await api.patch("nodes", cordoned, {"spec": {"unschedulable": None}})  # kubectl uncordon
+    assert await wait_bound(api, "wants-not-ready") == not_ready
+    assert await wait_bound(api, "wants-cordoned") == cordoned
+
+
+async def test_equal_nodes_share_thirty_pods(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    key = unique("spread")
+    nodes = [unique("equal") for _ in range(3)]
+    for node in nodes:
+        await objects.node(node, labels={key: "yes"})
+    names = [f"spread-{i}" for i in range(30)]
+    await asyncio.gather(*(objects.pod(n, node_selector={key: "yes"}) for n in names))
+    placed = Counter(await asyncio.gather(*(wait_bound(api, n) for n in names)))
+    assert set(placed) == set(nodes)
+    assert max(placed.values()) <= 30 // 3 + 1, placed
+
+
+async def test_two_schedulers_bind_every_pod_exactly_once(
+        api: ApiClient, objects: Objects, cluster: ApiServer,
+        tmp_path: Path) -> None:
+    name = unique("race-scheduler")
+    key = unique("race")
+    for _ in range(4):
+        await objects.node(unique("race-node"), labels={key: "yes"})
+    racers = [SchedulerProcess(cluster, tmp_path, name=f"racer{i}", scheduler_name=name).start()
+              for i in range(2)]
+    try:
+        await asyncio.gather(*(r.wait_synced() for r in racers))
+        pods = [f"race-{i}" for i in range(200)]
+        semaphore = asyncio.Semaphore(16)
+
+        async def create(pod: str) -> None:
+            async with semaphore:
+                await objects.pod(pod, node_selector={key: "yes"}, scheduler_name=name)
+        await asyncio.gather(*(create(p) for p in pods))
+
+        async def all_bound() -> bool:
+            listed = await api.list("pods", namespace="default",
+                                    field_selector=f"spec.schedulerName={name}")
+            bound = [p for p in listed["items"] if p["spec"].get("nodeName")]
+            return len(bound) == len(pods)
+        await eventually(all_bound, timeout=120, interval=0.5, what="200 pods bound")
+
+        async def one_event_per_pod() -> Counter[str] | None:
+            listed = await api.list("events", namespace="default",
+                                    field_selector="reason=Scheduled")
+            counts = Counter(e["involvedObject"]["name"] for e in listed["items"]
+                             if e["involvedObject"]["name"] in set(pods))
+            return counts if len(counts) == len(pods) else None
+        counts = await until(one_event_per_pod, within=60, what="a Scheduled event per pod")
+        assert set(counts.values()) == {1}, [p for p, c in counts.items() if c != 1]
+        listed = await api.list("events", namespace="default", field_selector="reason=Scheduled")
+        assert all(int(e.get("count") or 1) == 1 for e in listed["items"])
+
+        assigned = sum(r.log_count("scheduler INFO Successfully assigned default/race-")
+                       for r in racers)
+        refused = sum(r.log_count("was bound by someone else") for r in racers)
+        assert assigned == len(pods)
+        # Both schedulers went for the same pods and the apiserver refused the second bind.
+        assert refused >= 1
+        for racer in racers:
+            assert racer.process.alive(), racer.process.log()[-3000:]
+            assert "Traceback" not in racer.process.log()
+    finally:
+        for racer in racers:
+            racer.process.stop()
+
+
+async def test_scheduler_restart_schedules_pods_created_while_it_was_down(
+        api: ApiClient, objects: Objects, cluster: ApiServer, tmp_path: Path) -> None:
+    name = unique("restart-scheduler")
+    key = unique("restart")
+    node = unique("restart-node")
+    await objects.node(node, labels={key: "yes"})
+    sched = SchedulerProcess(cluster, tmp_path, name="restarting", scheduler_name=name).start()
+    try:
+        await sched.wait_synced()
+        await objects.pod("before-restart", node_selector={key: "yes"}, scheduler_name=name)
+        assert await wait_bound(api, "before-restart") == node
+
+        sched.process.signal(signal.SIGTERM)
+        assert sched.process.proc is not None
+        assert sched.process.proc.wait(timeout=15) == 0  # graceful
+        assert "stopped" in sched.process.log()
+
+        down = [f"while-down-{i}" for i in range(5)]
+        for pod in down:
+            await objects.pod(pod, node_selector={key: "yes"}, scheduler_name=name)
+        await asyncio.sleep(0.5)
+        assert all([await node_of(api, p) is None for p in down])
+
+        sched.start()
+        for pod in down:
+            assert await wait_bound(api, pod) == node
+    finally:
+        sched.process.stop()
+
+
+async def test_survives_an_apiserver_restart(
+        api: ApiClient, objects: Objects, cluster: ApiServer,
+        scheduler: SchedulerProcess) -> None:
+    key = unique("survive")
+    node = unique("survive-node")
+    await objects.node(node, labels={key: "yes"})
+    await objects.pod("before-outage", node_selector={key: "yes"})
+    assert await wait_bound(api, "before-outage") == node
+
+    cluster.process.stop()
+    await asyncio.sleep(1)
+    cluster.process.start()
+    wait_http_ok(f"{cluster.url}/readyz", process=cluster.process)
+
+    await objects.pod("after-outage", node_selector={key: "yes"})
+    assert await wait_bound(api, "after-outage", within=60) == node
+    await wait_event(api, "after-outage", "Scheduled")
+    assert scheduler.process.alive()
