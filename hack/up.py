@@ -1,0 +1,609 @@
+"""`make up`: a whole kubelite cluster in the foreground, like `k3s server`.
+
+    .venv/bin/python hack/up.py [--state-dir .kubelite] [--port 8080] [--nodes node1,node2] ...
+    .venv/bin/python hack/up.py down [--state-dir .kubelite]
+
+`up` (the default) runs etcd (data in <state-dir>/etcd), the apiserver, the scheduler and
+one kubelet per node as child processes, each in its own session so that Ctrl-C reaches
+this launcher only, which then stops them in order: kubelets, scheduler, apiserver, etcd.
+Each child logs to <state-dir>/logs/<component>.log; the console shows the lines worth
+seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
+at the apiserver (context `kubelite`).
+
+`down` stops a running `up` (its pid file is <state-dir>/up.pid) and force-removes every
+container the cluster's kubelets made, found by the kubelite labels of its nodes.
+
+It installs nothing: `make up` first creates the venv, installs etcd and Docker when
+missing, starts dockerd and builds the local images. Problems it can foresee (a port in
+use, no Docker daemon, no etcd, a missing image) end it with one line saying what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pod_containers import (  # noqa: E402
+    DEFAULT_DOCKER_SOCKET,
+    DockerUnavailable,
+    docker_answers,
+    image_exists,
+    remove_pod_containers,
+)
+from up_console import ConsoleFilter, format_own_line  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+LOCALHOST = "127.0.0.1"
+DEFAULT_PAUSE_IMAGE = "kubelite/pause:3.10"
+# The flag that moves each port (hack/up.py --help).
+PORT_FLAGS = {"apiserver": "--port N", "etcd client": "--etcd-port N",
+              "etcd peer": "--etcd-peer-port N", "kubelet": "--kubelet-ports N1,N2"}
+STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "scheduler": 10.0, "apiserver": 10.0, "etcd": 15.0}
+
+
+class UserError(Exception):
+    """A problem the user can fix; its message is the one line we print."""
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM arrived while we were waiting for something."""
+
+
+# --- what to run (pure) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    state_dir: Path
+    port: int = 8080
+    etcd_port: int = 2379
+    etcd_peer_port: int = 2380
+    nodes: tuple[str, ...] = ("node1", "node2")
+    kubelet_ports: tuple[int, ...] = (10250, 10251)
+    pause_image: str = DEFAULT_PAUSE_IMAGE
+    docker_socket: str = DEFAULT_DOCKER_SOCKET
+    startup_timeout: float = 90.0
+
+    @property
+    def apiserver_url(self) -> str:
+        return f"http://{LOCALHOST}:{self.port}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://{LOCALHOST}:{self.etcd_port}"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.state_dir / "up.pid"
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.state_dir / "cluster.json"
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    kind: str  # etcd | apiserver | scheduler | kubelet
+    args: tuple[str, ...]
+    health_url: str | None = None
+    ports: tuple[tuple[str, int], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def etcd_binary() -> str:
+    found = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd") else None)
+    if not found:
+        raise UserError("etcd is not installed: run `make deps` (apt-get install etcd-server)")
+    return found
+
+
+def etcd_environment() -> tuple[tuple[str, str], ...]:
+    """etcd 3.4 refuses to start on arm64 unless told that it is fine."""
+    machine = platform.machine()
+    return (("ETCD_UNSUPPORTED_ARCH", "arm64"),) if machine in ("aarch64", "arm64") else ()
+
+
+def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
+    """The components in start order (they stop in the reverse order)."""
+    peer = f"http://{LOCALHOST}:{options.etcd_peer_port}"
+    components = [
+        Component("etcd", "etcd", (
+            etcd, "--name", "kubelite", "--data-dir", str(options.state_dir / "etcd"),
+            "--listen-client-urls", options.etcd_url,
+            "--advertise-client-urls", options.etcd_url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"kubelite={peer}",
+            "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
+        ), health_url=f"{options.etcd_url}/health",
+            ports=(("etcd client", options.etcd_port), ("etcd peer", options.etcd_peer_port)),
+            env=etcd_environment()),
+        Component("apiserver", "apiserver", (
+            PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
+            "--bind-address", LOCALHOST, "--port", str(options.port),
+        ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),)),
+        Component("scheduler", "scheduler", (
+            PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url,
+        )),
+    ]
+    for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
+        components.append(Component(f"kubelet-{node}", "kubelet", (
+            PYTHON, "-m", "kubelet", "--apiserver", options.apiserver_url,
+            "--node-name", node, "--node-ip", LOCALHOST,
+            "--address", LOCALHOST, "--port", str(port),
+            "--docker-socket", options.docker_socket,
+            "--pod-infra-container-image", options.pause_image,
+        ), health_url=f"http://{LOCALHOST}:{port}/healthz",
+            ports=((f"kubelet {node}", port),)))
+    return components
+
+
+def kubeconfig_text(server: str) -> str:
+    """A kubeconfig with one cluster, user and context named `kubelite` (no auth)."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "preferences": {},
+        "clusters": [{"name": "kubelite", "cluster": {"server": server}}],
+        "users": [{"name": "kubelite", "user": {}}],
+        "contexts": [{"name": "kubelite",
+                      "context": {"cluster": "kubelite", "user": "kubelite",
+                                  "namespace": "default"}}],
+        "current-context": "kubelite",
+    }, indent=2) + "\n"
+
+
+def shown_path(path: Path) -> str:
+    """A path as the user would type it from the repository root."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def next_steps(options: Options) -> str:
+    kubectl = shown_path(REPO / ".venv" / "bin" / "kubectl")
+    examples = shown_path(REPO / "examples")
+    first, *rest = options.nodes
+    second = rest[0] if rest else first
+    return "\n".join([
+        f"kubelite is up: apiserver {options.apiserver_url}, "
+        f"nodes {', '.join(options.nodes)}. In another terminal:",
+        "",
+        f"  export KUBECONFIG={options.kubeconfig.resolve()}",
+        f"  {kubectl} get nodes -o wide",
+        f"  {kubectl} create -f {examples}/nodename.yaml      # nodeName: {first}",
+        f"  {kubectl} label nodes {first} shuai=a && {kubectl} label nodes {second} shuai=b",
+        f"  {kubectl} apply -f {examples}/nodeSelector.yaml  # nodeSelector shuai=b",
+        f"  {kubectl} get pods -o wide && {kubectl} describe pod pod-selector",
+        f"  curl -s {options.apiserver_url}/api/v1/namespaces/default/pods",
+        "",
+        f"Logs: {shown_path(options.logs_dir)}/<component>.log. "
+        "Stop: Ctrl-C here, or `make down` (which also removes the pods' containers).",
+    ])
+
+
+# --- checks before starting ------------------------------------------------------------
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOCALHOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def read_json(path: Path) -> dict[str, object] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[-1].startswith("Z")
+
+
+def command_line(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def running_launcher(options: Options) -> int | None:
+    """The pid of an `up` still running on this state directory, if any."""
+    state = read_json(options.pid_file)
+    if not state or not isinstance(state.get("pid"), int):
+        return None
+    pid = int(state["pid"])  # type: ignore[call-overload]
+    alive = process_alive(pid) and any(arg.endswith("up.py") for arg in command_line(pid))
+    return pid if alive else None
+
+
+def preflight(options: Options) -> str:
+    """Everything we can check before starting a process; returns the etcd binary."""
+    if len(options.nodes) != len(options.kubelet_ports):
+        raise UserError(f"{len(options.nodes)} node(s) but {len(options.kubelet_ports)} "
+                        "kubelet port(s): give one --kubelet-ports entry per --nodes entry")
+    pid = running_launcher(options)
+    if pid is not None:
+        raise UserError(f"kubelite is already running here (pid {pid}): "
+                        "stop it with Ctrl-C in its terminal or `make down`")
+    etcd = etcd_binary()
+    if not docker_answers(options.docker_socket):
+        raise UserError(f"no Docker daemon answers on {options.docker_socket}: "
+                        "run `make docker-ready` (or `bash hack/ensure-docker.sh`), then again")
+    if not image_exists(options.docker_socket, options.pause_image):
+        raise UserError(f"the pod sandbox image {options.pause_image} is missing: "
+                        "run `bash hack/build-images.sh` (`make up` does), then again")
+    for component in plan(options, etcd=etcd):
+        for what, port in component.ports:
+            if not port_is_free(port):
+                raise UserError(
+                    f"port {port} ({what}) on {LOCALHOST} is already in use: stop what holds "
+                    f"it (`ss -ltnp 'sport = :{port}'`; another kubelite? `make down` or "
+                    f"`docker compose down`) or choose another: make up UP_ARGS='"
+                    f"{PORT_FLAGS[component.kind if component.kind != 'etcd' else what]}'")
+    return etcd
+
+
+# --- running the children --------------------------------------------------------------
+
+
+@dataclass
+class Child:
+    component: Component
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    offset: int = 0
+    partial: bytes = b""
+    console: ConsoleFilter = field(default_factory=ConsoleFilter)
+
+    @property
+    def name(self) -> str:
+        return self.component.name
+
+    def new_lines(self) -> Iterator[str]:
+        """The complete lines appended to the log since the last call."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.offset)
+                chunk = log.read()
+        except OSError:
+            return
+        self.offset += len(chunk)
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        for line in lines:
+            yield line.decode(errors="replace").rstrip("\r")
+
+    def last_lines(self, count: int) -> list[str]:
+        try:
+            return self.log_path.read_text(errors="replace").splitlines()[-count:]
+        except OSError:
+            return []
+
+
+class Cluster:
+    """The children of one `up`, started in order and stopped in the reverse order."""
+
+    def __init__(self, options: Options, components: list[Component],
+                 out: Callable[[str], None]) -> None:
+        self.options = options
+        self.components = components
+        self.children: list[Child] = []
+        self.out = out
+        self.stop_requested = False
+        self.width = max(len(c.name) for c in components)
+
+    def say(self, message: str) -> None:
+        self.out(format_own_line(message, width=self.width))
+
+    def request_stop(self, signum: int, _frame: FrameType | None) -> None:
+        if not self.stop_requested:
+            self.out("")
+            self.say(f"{signal.Signals(signum).name}: stopping the cluster")
+        self.stop_requested = True
+
+    def start(self, component: Component) -> Child:
+        log_path = self.options.logs_dir / f"{component.name}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        offset = log_path.stat().st_size if log_path.exists() else 0
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(
+                component.args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **dict(component.env)},
+                start_new_session=True)  # Ctrl-C reaches us only; we stop them in order
+        child = Child(component, process, log_path, offset=offset)
+        self.children.append(child)
+        self.write_pid_file()
+        return child
+
+    def write_pid_file(self) -> None:
+        self.options.pid_file.write_text(json.dumps({
+            "pid": os.getpid(),
+            "children": [{"name": c.name, "pid": c.process.pid, "args": list(c.component.args)}
+                         for c in self.children],
+        }) + "\n")
+
+    def pump_logs(self) -> None:
+        for child in self.children:
+            for line in child.new_lines():
+                shown = child.console.format(child.name, line, width=self.width)
+                if shown is not None:
+                    self.out(shown)
+
+    def crashed(self) -> Child | None:
+        return next((c for c in self.children if c.process.poll() is not None), None)
+
+    def check(self) -> None:
+        """Pump the logs; raise when a stop was asked for or a child died."""
+        self.pump_logs()
+        if self.stop_requested:
+            raise Interrupted
+        child = self.crashed()
+        if child is not None:
+            lines = "\n".join(f"    {line}" for line in child.last_lines(15))
+            raise UserError(f"{child.name} {describe_exit(child.process.returncode)}; "
+                            f"the end of {shown_path(child.log_path)}:\n{lines}")
+
+    def wait_until(self, what: str, ready: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.options.startup_timeout
+        while True:
+            self.check()
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise UserError(f"{what} was not ready after {self.options.startup_timeout:.0f}s:"
+                                f" see {shown_path(self.options.logs_dir)}/")
+            time.sleep(0.2)
+
+    def start_all(self) -> None:
+        for component in self.components:
+            self.say(f"starting {component.name}")
+            self.start(component)
+            if component.health_url:
+                self.wait_until(f"{component.name} ({component.health_url})",
+                                functools.partial(http_ok, component.health_url))
+        nodes = self.options.nodes
+        self.wait_until("the nodes", lambda: all(
+            node_ready(self.options.apiserver_url, node) for node in nodes))
+        self.pump_logs()
+        self.say(f"nodes {', '.join(nodes)} are Ready")
+
+    def run_until_stopped(self) -> None:
+        while True:
+            self.check()
+            time.sleep(0.2)
+
+    def stop_all(self) -> None:
+        """Kubelets (together), then scheduler, apiserver and etcd, each given time to exit."""
+        for group in stop_groups(self.children):
+            for child in group:
+                if child.process.poll() is None:
+                    self.say(f"stopping {child.name}")
+                    signal_group(child.process.pid, signal.SIGTERM)
+            for child in group:
+                timeout = STOP_TIMEOUT_SECONDS.get(child.component.kind, 10.0)
+                try:
+                    child.process.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    self.say(f"{child.name} did not stop within {timeout:.0f}s: killing it")
+                    signal_group(child.process.pid, signal.SIGKILL)
+                    child.process.wait()
+            self.pump_logs()
+        self.options.pid_file.unlink(missing_ok=True)
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    return f"exited with code {returncode}"
+
+
+def stop_groups(children: list[Child]) -> list[list[Child]]:
+    """Reverse start order, with every kubelet in one group (they stop side by side)."""
+    kubelets = [c for c in children if c.component.kind == "kubelet"]
+    others = [[c] for c in reversed(children) if c.component.kind != "kubelet"]
+    return ([kubelets] if kubelets else []) + others
+
+
+def signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def node_ready(apiserver: str, node: str) -> bool:
+    try:
+        response = httpx.get(f"{apiserver}/api/v1/nodes/{node}", timeout=2)
+    except httpx.HTTPError:
+        return False
+    if response.status_code != 200:
+        return False
+    conditions = (response.json().get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def print_to_console(line: str) -> None:
+    """print(), surviving a console that went away (`make up | head`): the cluster runs on."""
+    try:
+        print(line, flush=True)
+    except (BrokenPipeError, OSError):
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the run
+
+
+def up(options: Options) -> int:
+    etcd = preflight(options)
+    options.logs_dir.mkdir(parents=True, exist_ok=True)  # and the state directory
+    options.kubeconfig.write_text(kubeconfig_text(options.apiserver_url))
+    options.cluster_file.write_text(json.dumps({
+        "nodes": list(options.nodes), "docker_socket": options.docker_socket,
+        "apiserver": options.apiserver_url}) + "\n")
+    cluster = Cluster(options, plan(options, etcd=etcd), out=print_to_console)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, cluster.request_stop)
+    code = 0
+    try:
+        cluster.start_all()
+        print_to_console("\n" + next_steps(options) + "\n")
+        cluster.run_until_stopped()
+    except Interrupted:
+        pass
+    except UserError as e:
+        cluster.say(str(e))
+        code = 1
+    finally:
+        cluster.stop_all()
+    cluster.say("stopped" if code == 0 else "stopped after an error")
+    return code
+
+
+# --- down --------------------------------------------------------------------------------
+
+
+def stop_launcher(options: Options, say: Callable[[str], None]) -> None:
+    """SIGTERM a running `up` and wait for it; kill leftover children of a dead one."""
+    state = read_json(options.pid_file) or {}
+    pid = running_launcher(options)
+    if pid is not None:
+        say(f"stopping kubelite (pid {pid})")
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + sum(STOP_TIMEOUT_SECONDS.values()) + 10
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    children = state.get("children")
+    for child in reversed(children if isinstance(children, list) else []):
+        child_pid = int(child.get("pid") or 0)
+        # Only what `up` started: a reused pid would run another command line.
+        if child_pid and process_alive(child_pid) and command_line(child_pid)[:len(
+                child.get("args") or [])] == child.get("args"):
+            say(f"stopping leftover {child.get('name')} (pid {child_pid})")
+            stop_leftover(child_pid, timeout=10.0)
+    options.pid_file.unlink(missing_ok=True)
+
+
+def stop_leftover(pid: int, *, timeout: float) -> None:
+    signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            signal_group(pid, signal.SIGKILL)
+            return
+        time.sleep(0.1)
+
+
+def down(options: Options) -> int:
+    def say(message: str) -> None:
+        print(f"kubelite: {message}", flush=True)
+
+    stop_launcher(options, say)
+    saved = read_json(options.cluster_file) or {}
+    saved_nodes = saved.get("nodes")
+    nodes = ([str(n) for n in saved_nodes] if isinstance(saved_nodes, list)
+             else list(options.nodes))
+    socket_path = str(saved.get("docker_socket") or options.docker_socket)
+    try:
+        removed = remove_pod_containers(socket_path, nodes)
+    except DockerUnavailable as e:
+        say(f"{e}: the pods' containers could not be removed (start dockerd and run again)")
+        return 1
+    say(f"removed {len(removed)} pod container(s) of nodes {', '.join(nodes)}"
+        + (f": {', '.join(sorted(removed))}" if removed else ""))
+    return 0
+
+
+# --- command line ------------------------------------------------------------------------
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def port_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(item) for item in comma_list(text))
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not a list of ports: {text!r}") from e
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
+    parser = argparse.ArgumentParser(prog="hack/up.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", nargs="?", choices=["up", "down"], default="up")
+    parser.add_argument("--state-dir", type=Path, default=REPO / ".kubelite",
+                        help="etcd data, logs, kubeconfig, pid file (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8080, help="apiserver port")
+    parser.add_argument("--etcd-port", type=int, default=2379)
+    parser.add_argument("--etcd-peer-port", type=int, default=2380)
+    parser.add_argument("--nodes", type=comma_list, default=("node1", "node2"),
+                        help="node names, one kubelet each (default: node1,node2)")
+    parser.add_argument("--kubelet-ports", type=port_list, default=(10250, 10251),
+                        help="one port per node (default: 10250,10251)")
+    parser.add_argument("--pause-image", default=DEFAULT_PAUSE_IMAGE,
+                        help="pod sandbox image (default: %(default)s, built locally)")
+    parser.add_argument("--docker-socket", default=DEFAULT_DOCKER_SOCKET)
+    parser.add_argument("--startup-timeout", type=float, default=90.0,
+                        help="seconds each component may take to become ready")
+    args = parser.parse_args(argv)
+    return args.command, Options(
+        state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
+        etcd_peer_port=args.etcd_peer_port, nodes=args.nodes, kubelet_ports=args.kubelet_ports,
+        pause_image=args.pause_image, docker_socket=args.docker_socket,
+        startup_timeout=args.startup_timeout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    command, options = parse_args(argv)
+    try:
+        return down(options) if command == "down" else up(options)
+    except UserError as e:
+        print(f"kubelite: {e}", file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

