@@ -91,11 +91,15 @@ def _match(want: list[str], got: list[str]) -> bool:
     return bool(got) and want[0] == got[0] and _match(want[1:], got[1:])
 
 
+def replace_all(text: str, replacements: dict[str, str]) -> str:
+    for old, new in replacements.items():
+        text = text.replace(old, new)
+    return text
+
+
 def run(example: Example, *, replacements: dict[str, str], cwd: Path,
         env: dict[str, str] | None = None, timeout: float = 60) -> str:
-    command = example.command
-    for old, new in replacements.items():
-        command = command.replace(old, new)
+    command = replace_all(example.command, replacements)
     result = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:

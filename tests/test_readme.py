@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import readme
+from tests.docker_support import ensure_docker
 from tests.support import REPO, ApiServer, Etcd
+from tests.test_e2e_up import Launcher
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +36,37 @@ def test_readme_apiserver_examples(fresh_apiserver: ApiServer) -> None:
         assert readme.matches(example.expected, output), (
             f"README example drifted:\n$ {example.command}\n--- README says:\n"
             + "\n".join(example.expected) + f"\n--- actual:\n{output}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
+    """A cluster started by the `make up` launcher, with node names of its own."""
+    ensure_docker()
+    launched = Launcher.fresh(Path(tmp_path_factory.mktemp("readme-cluster")) / "state")
+    launched.start()
+    yield launched
+    launched.cleanup()
+
+
+def test_readme_cluster_examples(cluster: Launcher, tmp_path: Path) -> None:
+    """The seeds with curl and kubectl, exactly as the README shows them."""
+    nodename = yaml.safe_load((REPO / "examples" / "nodename.yaml").read_text())
+    nodename["spec"]["nodeName"] = cluster.nodes.node1
+    manifest = tmp_path / "nodename.yaml"
+    manifest.write_text(yaml.safe_dump(nodename))
+    nodes = {"node1": cluster.nodes.node1, "node2": cluster.nodes.node2}
+    replacements = {"examples/nodename.yaml": str(manifest),
+                    "http://127.0.0.1:8080": cluster.server, **nodes}
+    env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}",
+           "KUBECONFIG": str(cluster.state_dir / "kubeconfig")}
+    examples = readme.examples("cluster")
+    assert len(examples) >= 20
+    for example in examples:
+        output = readme.run(example, cwd=REPO, replacements=replacements, env=env, timeout=120)
+        expected = [readme.replace_all(line, nodes) for line in example.expected]
+        assert readme.matches(expected, output), (
+            f"README example drifted:\n$ {example.command}\n--- README says:\n"
+            + "\n".join(expected) + f"\n--- actual:\n{output}")
 
 
 def test_matcher_catches_drift() -> None:
