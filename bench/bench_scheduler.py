@@ -22,14 +22,16 @@ import argparse
 import asyncio
 import contextlib
 import tempfile
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from common.client import ApiClient
-from tests.support import PYTHON, ApiServer, Etcd, Process
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from common.client import ApiClient  # noqa: E402
+from tests.support import PYTHON, ApiServer, Etcd, Process  # noqa: E402
 
 CREATE_CONCURRENCY = 32
 T = TypeVar("T")
