@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import tempfile
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
