@@ -1,7 +1,10 @@
-"""Pod creates per second through the apiserver vs raw etcd puts of the same size.
+"""Pod creates per second through the apiserver, against two baselines in the same run.
 
-Both measured in the same run, against the same freshly started etcd, with the same
-concurrency. Prints both rates and their ratio (apiserver / raw etcd).
+- raw etcd puts (aetcd) of the stored pod's size: the floor of the storage itself;
+- a bare FastAPI endpoint that writes the body to etcd (bench/bare_endpoint.py): what
+  kubelite's target compares with ("as cheap as a bare FastAPI endpoint").
+
+Same freshly started etcd, same client, same concurrency. Prints the rates and the ratios.
 
     .venv/bin/python bench/bench_apiserver.py [--pods 2000] [--concurrency 32]
 """
@@ -21,7 +24,7 @@ import aetcd
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.support import ApiServer, Etcd  # noqa: E402
+from tests.support import PYTHON, ApiServer, Etcd, Process, free_port, wait_http_ok  # noqa: E402
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -62,6 +65,23 @@ async def bench(pods: int, concurrency: int) -> None:
 
                 api_rate = await run_concurrently(pods, concurrency, create)
 
+            port = free_port()
+            bare = Process("bare", [PYTHON, str(Path(__file__).parent / "bare_endpoint.py"),
+                                    "--etcd-port", str(etcd.client_port), "--port", str(port)],
+                           Path(tmp) / "bare.log").start()
+            try:
+                wait_http_ok(f"http://127.0.0.1:{port}/docs", process=bare)
+                async with httpx.AsyncClient(
+                        base_url=f"http://127.0.0.1:{port}", timeout=60,
+                        limits=httpx.Limits(max_connections=concurrency)) as http:
+                    async def bare_create(i: int) -> None:
+                        r = await http.post("/pods", json=pod(f"b-{i}"))
+                        r.raise_for_status()
+
+                    bare_rate = await run_concurrently(pods, concurrency, bare_create)
+            finally:
+                bare.stop()
+
             client = aetcd.Client(host="127.0.0.1", port=etcd.client_port)
             async with client:
                 async def put(i: int) -> None:
@@ -72,9 +92,11 @@ async def bench(pods: int, concurrency: int) -> None:
             server.stop()
             etcd.stop()
     print(f"pods={pods} concurrency={concurrency} object_bytes={len(value)}")
-    print(f"apiserver pod creates/s: {api_rate:8.1f}")
-    print(f"raw etcd puts/s:         {raw_rate:8.1f}")
-    print(f"ratio apiserver/raw:     {api_rate / raw_rate:8.3f}")
+    print(f"apiserver pod creates/s:    {api_rate:8.1f}")
+    print(f"bare FastAPI+etcd posts/s:  {bare_rate:8.1f}")
+    print(f"raw etcd puts/s:            {raw_rate:8.1f}")
+    print(f"ratio apiserver/bare:       {api_rate / bare_rate:8.3f}")
+    print(f"ratio apiserver/raw:        {api_rate / raw_rate:8.3f}")
 
 
 def main() -> None:
