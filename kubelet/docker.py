@@ -44,6 +44,7 @@ from kubelet.runtime import (
     RuntimeVersion,
     SandboxInfo,
     StartContainerError,
+    build_observation,
     container_name,
     container_spec_hash,
     node_selector_labels,
@@ -56,7 +57,6 @@ from kubelet.runtime import (
 log = logging.getLogger(__name__)
 
 DEFAULT_SOCKET = "/var/run/docker.sock"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STREAM_HEADER = struct.Struct(">BxxxL")  # stream type (1 stdout, 2 stderr), 3 pad, size
 
 
@@ -99,8 +99,12 @@ class DockerClient:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
+        # No cap on connections: pulls, stops (up to a grace period) and followed logs hold
+        # one each for a long time, and a capped pool would then starve the PLEG relist
+        # and the node heartbeat (local unix-socket connections are cheap).
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
         self._http = httpx.AsyncClient(
-            transport=transport or httpx.AsyncHTTPTransport(uds=socket_path),
+            transport=transport or httpx.AsyncHTTPTransport(uds=socket_path, limits=limits),
             base_url="http://docker", timeout=timeout)
 
     async def aclose(self) -> None:
@@ -474,20 +478,15 @@ class DockerRuntime:
 
     async def observe_pod(self, pod_uid: str) -> PodObservation:
         labels = {**node_selector_labels(self.node_name), LABEL_POD_UID: pod_uid}
-        observation = PodObservation()
-        for item in await self.client.list_containers(labels=labels):
-            data = await self.client.inspect_container(str(item["Id"]))
-            if data is None:  # removed between list and inspect
-                continue
-            if (item.get("Labels") or {}).get(LABEL_CONTAINER_TYPE) == TYPE_SANDBOX:
-                observation.sandboxes.append(sandbox_from_inspect(data))
-            else:
-                observation.containers.append(container_from_inspect(data))
-        # Newest first: by attempt, then creation time.
-        observation.sandboxes.sort(key=lambda s: (s.attempt, s.created_at or _EPOCH), reverse=True)
-        observation.containers.sort(key=lambda c: (c.attempt, c.created_at or _EPOCH),
-                                    reverse=True)
-        return observation
+        listed = await self.client.list_containers(labels=labels)
+        found = [await self.inspect(summary_from_list(item)) for item in listed]
+        return build_observation(item for item in found if item is not None)
+
+    async def inspect(self, summary: ContainerSummary) -> ContainerInfo | SandboxInfo | None:
+        data = await self.client.inspect_container(summary.id)
+        if data is None:  # removed between list and inspect
+            return None
+        return sandbox_from_inspect(data) if summary.is_sandbox else container_from_inspect(data)
 
     async def inspect_image(self, image: str) -> ImageInfo | None:
         data = await self.client.inspect_image(str(parse_image(image)))

@@ -24,14 +24,14 @@ from common.events import EventRecorder
 from common.informer import Informer
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.node import NodeAgent, NodeConfig, parse_node_labels
+from kubelet.pleg import Pleg
 from kubelet.pod_workers import KubeletConfig, PodWorkers
-from kubelet.runtime import ContainerSummary, Runtime, changed_pods
+from kubelet.runtime import ContainerSummary
 from kubelet.server import make_app
 
 log = logging.getLogger("kubelet")
 
 DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
-RELIST_SECONDS = 1.0
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -54,26 +54,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def relist_forever(runtime: Runtime, workers: PodWorkers, informer: Informer, *,
-                         interval: float = RELIST_SECONDS) -> None:
-    """PLEG: list our containers, wake the workers of pods whose containers changed, and
-    clean up containers of pods we no longer have (once the informer knows every pod)."""
-    previous: dict[str, ContainerSummary] = {}
-    while True:
-        try:
-            summaries = await runtime.list_summaries()
-        except Exception as e:
-            log.warning("relist failed: %s: %s", type(e).__name__, e)
-        else:
-            current = {s.id: s for s in summaries}
-            for uid in changed_pods(previous, current):
-                workers.poke(uid)
-            previous = current
-            if informer.has_synced:
-                await workers.cleanup_orphans(summaries)
-        await asyncio.sleep(interval)
-
-
 async def run(args: argparse.Namespace) -> None:
     node_name: str = args.node_name
     docker = DockerClient(args.docker_socket)
@@ -92,6 +72,13 @@ async def run(args: argparse.Namespace) -> None:
                                         port=args.port,
                                         labels=parse_node_labels(args.node_labels)),
                       heartbeat_seconds=args.heartbeat_seconds)
+    pleg = Pleg(runtime, workers.cache, on_change=workers.poke)
+
+    async def cleanup_orphans(summaries: list[ContainerSummary]) -> None:
+        # Only once the informer knows every pod: before, every container looks orphaned.
+        if informer.has_synced:
+            await workers.cleanup_orphans(summaries)
+
     server = uvicorn.Server(uvicorn.Config(
         make_app(runtime=runtime, get_pod=workers.get_pod), host=args.address, port=args.port,
         log_level="warning", lifespan="off", access_log=False))
@@ -105,8 +92,9 @@ async def run(args: argparse.Namespace) -> None:
     tasks: list[asyncio.Task[None]] = []
     try:
         registration = asyncio.create_task(agent.register(), name="register")
-        await asyncio.wait({registration, asyncio.create_task(stop.wait())},
-                           return_when=asyncio.FIRST_COMPLETED)
+        stopped = asyncio.create_task(stop.wait(), name="stop")
+        await asyncio.wait({registration, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
         if registration.done():
             registration.result()
             log.info("kubelet %s: serving on %s:%d, node IP %s, sandbox image %s", node_name,
@@ -114,7 +102,7 @@ async def run(args: argparse.Namespace) -> None:
             tasks = [
                 asyncio.create_task(informer.run(), name="pod-informer"),
                 asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),
-                asyncio.create_task(relist_forever(runtime, workers, informer), name="pleg"),
+                asyncio.create_task(pleg.run(after_relist=cleanup_orphans), name="pleg"),
             ]
             await stop.wait()
         else:

@@ -1,19 +1,24 @@
 """One worker per pod, serialising its syncs (after kubelet's pod_workers.go).
 
-A sync observes the pod's containers in the runtime, diffs them against the pod from
-the API (`kubelet.actions.compute_pod_actions`), acts on the difference, and writes
-the status `kubelet.status.generate_pod_status` computes. Everything that must survive
-a kubelet restart lives in the runtime (labels, attempt numbers), so a new kubelet
-computes the same actions and adopts what runs instead of duplicating it.
+A sync takes the pod's runtime view (from the PLEG's pod cache when it is recent enough,
+else from the runtime), hands the status it implies to the status manager at once (so a
+new pod shows `ContainerCreating` while its image is pulled), diffs the view against the
+pod from the API (`kubelet.actions.compute_pod_actions`), acts on the difference, and
+hands over the status again after each change. Everything that must survive a kubelet
+restart lives in the runtime (labels, attempt numbers), so a new kubelet computes the
+same actions and adopts what runs instead of duplicating it.
 
 A worker wakes up when the pod changes in the API, when the PLEG relist notices its
-containers changed, when a back-off it waits for ends, and every `resync_seconds`.
+containers changed, when a back-off it waits for ends, and every `resync_seconds`. A
+deletion interrupts a sync in progress (a pull that hangs, say): terminating the pod
+does not wait for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +36,7 @@ from kubelet.actions import (
     compute_pod_actions,
     containers_to_garbage_collect,
 )
+from kubelet.pleg import CachedPod, PodCache
 from kubelet.runtime import (
     ContainerSummary,
     InvalidImageName,
@@ -44,6 +50,7 @@ from kubelet.runtime import (
     pod_ref,
 )
 from kubelet.status import Waiting, pod_full_name
+from kubelet.status_manager import StatusManager, resource_version
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,10 @@ ERROR_RETRY_SECONDS = 2.0
 SANDBOX_STOP_SECONDS = 2
 
 
-class StatusWriter(Protocol):
+class PodApi(Protocol):
+    async def get(self, resource: str, name: str, *, namespace: str | None = None,
+                  subresource: str | None = None) -> dict: ...
+
     async def patch(self, resource: str, name: str, patch: dict, *,
                     namespace: str | None = None, subresource: str | None = None,
                     patch_type: str = "merge") -> dict: ...
@@ -143,20 +153,30 @@ class PodWorker:
     wake_at: float = 0.0
     removed: bool = False  # the API object is gone
     finished: bool = False  # terminated: containers stopped and removed
+    terminating: bool = False  # the current sync stops the pod: not to be interrupted
     waiting: dict[str, Waiting] = field(default_factory=dict)
+    # When this worker last changed the pod's containers: a runtime view older than
+    # that may miss what it made, so it is not used.
+    acted_at: float = 0.0
+    view: CachedPod | None = None  # the runtime view the current sync works from
+    syncs: int = 0
     task: asyncio.Task[None] | None = None
+    sync_task: asyncio.Task[None] | None = None
 
 
 class PodWorkers:
     """The pod workers of one kubelet, plus orphan cleanup of its containers."""
 
-    def __init__(self, *, runtime: Runtime, api: StatusWriter, recorder: Recorder | None,
-                 config: KubeletConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, runtime: Runtime, api: PodApi, recorder: Recorder | None,
+                 config: KubeletConfig, clock: Callable[[], float] = time.monotonic,
+                 status_retry_seconds: float = 1.0) -> None:
         self.runtime = runtime
         self.api = api
         self.events = EventSink(recorder)
         self.config = config
         self.clock = clock
+        self.cache = PodCache()
+        self.status = StatusManager(api, retry_seconds=status_retry_seconds)
         self.workers: dict[str, PodWorker] = {}
         self.crash_backoff = Backoff()
         self.pull_backoff = Backoff()
@@ -168,15 +188,21 @@ class PodWorkers:
         ref = pod_ref(pod)
         worker = self.workers.get(ref.uid)
         if worker is None:
-            worker = PodWorker(pod=pod, ref=ref)
+            # Whatever the cache holds was read before this worker existed: its first
+            # view comes from the runtime, or from a relist that started after now.
+            worker = PodWorker(pod=pod, ref=ref, acted_at=self.clock())
             self.workers[ref.uid] = worker
             worker.task = asyncio.create_task(self._run(worker), name=f"pod-worker {ref.key}")
             log.info("%s: new pod worker (uid %s)", ref.key, ref.uid)
             worker.wake.set()
             return
-        if _resource_version(pod) < _resource_version(worker.pod):
-            return  # older than what our own status write returned
+        if resource_version(pod) < resource_version(worker.pod):
+            return  # older than what we already have
         previous, worker.pod = worker.pod, pod
+        self.status.pod_updated(pod)
+        if (pod.get("metadata") or {}).get("deletionTimestamp") and \
+                not (previous.get("metadata") or {}).get("deletionTimestamp"):
+            self._interrupt(worker, "the pod is being deleted")
         # Like the kubelet's config source: a status-only change (most often our own
         # write coming back) is no reason to sync again.
         if differs_semantically(previous, pod):
@@ -187,6 +213,7 @@ class PodWorkers:
         worker = self.workers.get(pod_ref(pod).uid)
         if worker is not None:
             worker.removed = True
+            self._interrupt(worker, "the pod was removed")
             worker.wake.set()
 
     def poke(self, uid: str) -> None:
@@ -211,7 +238,16 @@ class PodWorkers:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.status.stop()
         await self.events.flush()
+
+    def _interrupt(self, worker: PodWorker, why: str) -> None:
+        """Cancel a sync in progress (unless it already stops the pod): kube cancels the
+        sync's context when a pod is deleted, so a slow pull does not delay the kill."""
+        task = worker.sync_task
+        if task is not None and not task.done() and not worker.terminating:
+            log.info("%s: interrupting the sync in progress: %s", worker.ref.key, why)
+            task.cancel()
 
     # --- the worker loop ---------------------------------------------------------------
     async def _run(self, worker: PodWorker) -> None:
@@ -222,67 +258,134 @@ class PodWorkers:
                     await asyncio.wait_for(worker.wake.wait(), timeout)
             worker.wake.clear()
             worker.wake_at = self.clock() + self.config.resync_seconds
-            try:
-                await self.sync(worker)
-            except asyncio.CancelledError:
-                raise
-            except (httpx.HTTPError, ApiError, RuntimeFailure) as e:
-                log.warning("%s: sync failed: %s: %s", worker.ref.key, type(e).__name__, e)
-                self._retry_in(worker, ERROR_RETRY_SECONDS)
-            except Exception:
-                log.exception("%s: sync failed", worker.ref.key)
-                self._retry_in(worker, ERROR_RETRY_SECONDS)
+            await self._sync_once(worker)
             if worker.finished and worker.removed:
-                self.workers.pop(worker.ref.uid, None)
-                self.crash_backoff.forget_prefix(worker.ref.uid)
-                self.pull_backoff.forget_prefix(worker.ref.uid)
-                log.info("%s: pod worker done", worker.ref.key)
+                self._done(worker)
                 return
+
+    async def _sync_once(self, worker: PodWorker) -> None:
+        """One sync in its own task, so that a deletion can interrupt it."""
+        worker.syncs += 1
+        worker.terminating = worker.removed or bool(
+            (worker.pod.get("metadata") or {}).get("deletionTimestamp"))
+        worker.sync_task = asyncio.create_task(self.sync(worker),
+                                               name=f"pod-sync {worker.ref.key}")
+        failed = True
+        try:
+            await worker.sync_task
+            failed = False
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the kubelet is stopping (awaiting the sync cancelled it too)
+            log.info("%s: sync interrupted", worker.ref.key)
+        except (httpx.HTTPError, ApiError, RuntimeFailure) as e:
+            log.warning("%s: sync failed: %s: %s", worker.ref.key, type(e).__name__, e)
+            self._retry_in(worker, ERROR_RETRY_SECONDS)
+        except Exception:
+            log.exception("%s: sync failed", worker.ref.key)
+            self._retry_in(worker, ERROR_RETRY_SECONDS)
+        finally:
+            worker.sync_task = None
+            worker.terminating = False
+        if failed:
+            # It may have changed containers without getting to record it.
+            self._acted(worker)
+
+    def _done(self, worker: PodWorker) -> None:
+        uid = worker.ref.uid
+        self.workers.pop(uid, None)
+        self.crash_backoff.forget_prefix(uid)
+        self.pull_backoff.forget_prefix(uid)
+        self.status.forget(uid)
+        self.cache.forget(uid)
+        log.info("%s: pod worker done", worker.ref.key)
 
     def _retry_in(self, worker: PodWorker, seconds: float) -> None:
         worker.wake_at = min(worker.wake_at, self.clock() + seconds)
 
+    def _acted(self, worker: PodWorker) -> None:
+        worker.acted_at = self.clock()
+
+    async def _observe(self, worker: PodWorker) -> CachedPod:
+        """The pod's runtime view: the PLEG's if taken since our last change, else fresh."""
+        cached = self.cache.get_newer_than(worker.ref.uid, worker.acted_at)
+        if cached is None:
+            return await self._observe_now(worker)
+        worker.view = cached
+        return cached
+
+    async def _observe_now(self, worker: PodWorker) -> CachedPod:
+        at = self.clock()
+        observation = await self.runtime.observe_pod(worker.ref.uid)
+        self.cache.set(worker.ref.uid, observation, at)
+        worker.view = CachedPod(observation, at)
+        return worker.view
+
     async def sync(self, worker: PodWorker) -> None:
         pod = worker.pod
         meta = pod.get("metadata") or {}
-        observation = await self.runtime.observe_pod(worker.ref.uid)
         if worker.removed or meta.get("deletionTimestamp"):
-            await self._terminate(worker, observation)
+            await self._terminate(worker)
             return
         if worker.finished:
             return
-        if (pod.get("status") or {}).get("phase") in podstatus.TERMINAL_PHASES:
+        view = await self._observe(worker)
+        observation = view.observation
+        # First of all, what the pod looks like now (ContainerCreating for a new one).
+        status = self._set_status(worker)
+        if status.get("phase") in podstatus.TERMINAL_PHASES:
             # A finished pod keeps its exited containers (for logs) but runs nothing.
-            await self._stop_running(pod, observation, grace=grace_period_of(pod), events=True)
+            if _anything_running(observation):
+                await self._stop_running(pod, observation, grace=grace_period_of(pod),
+                                         events=True)
+                self._acted(worker)
             return
 
         actions = compute_pod_actions(pod, observation)
         if actions.kill_pod:
             await self._stop_running(pod, observation, grace=grace_period_of(pod), events=True)
+            self._acted(worker)
         for kill in actions.kill:
             self.events.emit(pod, "Normal", "Killing", kill.message, container=kill.container.name)
             await self.runtime.stop_container(kill.container.id,
                                               grace_seconds=grace_period_of(pod))
-        if actions.kill_pod or actions.kill or actions.create_sandbox:
-            observation = await self.runtime.observe_pod(worker.ref.uid)
+            self._acted(worker)
         if actions.create_sandbox:
-            if not await self._create_sandbox(worker, actions.sandbox_attempt):
-                await self._write_status(worker, observation)
+            created = await self._create_sandbox(worker, actions.sandbox_attempt)
+            view = await self._observe_now(worker)
+            observation = view.observation
+            if not created:
+                self._set_status(worker)
                 return
-            observation = await self.runtime.observe_pod(worker.ref.uid)
+        elif worker.acted_at >= view.at:
+            view = await self._observe_now(worker)
+            observation = view.observation
 
         sandbox = observation.latest_sandbox()
-        started_any = False
         if sandbox is not None and sandbox.ready:
             specs = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
             for start in actions.start:
-                started_any |= await self._start_container(worker, specs[start.name], start,
-                                                           sandbox=sandbox)
-        if started_any or actions.start:
-            observation = await self.runtime.observe_pod(worker.ref.uid)
-        for container_id in containers_to_garbage_collect(observation):
+                await self._start_container(worker, specs[start.name], start, sandbox=sandbox)
+        if worker.acted_at >= view.at:
+            view = await self._observe_now(worker)
+            observation = view.observation
+        doomed = containers_to_garbage_collect(observation)
+        for container_id in doomed:
             await self.runtime.remove_container(container_id)
-        await self._write_status(worker, observation)
+        if doomed:
+            self._acted(worker)
+        self._set_status(worker)
+
+    def _set_status(self, worker: PodWorker) -> dict[str, Any]:
+        """Hand the status the current view implies to the status manager (it writes it
+        if it changed)."""
+        assert worker.view is not None
+        compute = functools.partial(podstatus.generate_pod_status,
+                                    observation=worker.view.observation,
+                                    waiting=dict(worker.waiting), node_ip=self.config.node_ip,
+                                    now=datetime.now(UTC))
+        return self.status.set_status(worker.pod, compute)
 
     # --- sandbox and containers --------------------------------------------------------
     async def _create_sandbox(self, worker: PodWorker, attempt: int) -> bool:
@@ -291,10 +394,12 @@ class PodWorkers:
             sandbox_id = await self.runtime.run_sandbox(pod, attempt=attempt,
                                                         node_ip=self.config.node_ip)
         except RuntimeFailure as e:
+            self._acted(worker)
             self.events.emit(pod, "Warning", "FailedCreatePodSandBox",
                              f"Failed to create pod sandbox: {e.message}")
             self._retry_in(worker, ERROR_RETRY_SECONDS)
             return False
+        self._acted(worker)
         log.info("%s: started pod sandbox %s (attempt %d)", worker.ref.key, sandbox_id[:12],
                  attempt)
         return True
@@ -328,6 +433,7 @@ class PodWorkers:
             container_id = await self.runtime.create_container(pod, spec, sandbox=sandbox,
                                                                attempt=start.attempt)
         except RuntimeFailure as e:
+            self._acted(worker)
             worker.waiting[name] = Waiting(podstatus.CREATE_CONTAINER_ERROR, e.message)
             self.events.emit(pod, "Warning", "Failed", f"Error: {e.message}", container=name)
             self._retry_in(worker, ERROR_RETRY_SECONDS)
@@ -336,12 +442,14 @@ class PodWorkers:
         try:
             await self.runtime.start_container(container_id)
         except RuntimeFailure as e:
+            self._acted(worker)
             worker.waiting[name] = Waiting(podstatus.RUN_CONTAINER_ERROR, e.message)
             self.events.emit(pod, "Warning", "Failed",
                              f"Error: failed to start container \"{name}\": {e.message}",
                              container=name)
             self._retry_in(worker, ERROR_RETRY_SECONDS)
             return False
+        self._acted(worker)
         self.events.emit(pod, "Normal", "Started", f"Started container {name}", container=name)
         worker.waiting.pop(name, None)
         return True
@@ -382,6 +490,7 @@ class PodWorkers:
             self._retry_in(worker, entry.last_update + entry.delay - now + 0.05)
             return False
         self.events.emit(pod, "Normal", "Pulling", f'Pulling image "{image}"', container=name)
+        self._set_status(worker)  # a pull can take long: show the sandbox and pod IP now
         started = time.monotonic()
         try:
             await self.runtime.pull_image(image)
@@ -419,17 +528,21 @@ class PodWorkers:
                                                            grace_seconds=SANDBOX_STOP_SECONDS)
                                for s in observation.sandboxes if s.ready))
 
-    async def _terminate(self, worker: PodWorker, observation: PodObservation) -> None:
+    async def _terminate(self, worker: PodWorker) -> None:
         """Deletion: stop with the grace period, remove everything, then the API object."""
         pod = worker.pod
         if not worker.finished:
             grace = grace_period_of(pod)
             log.info("%s: terminating (grace %ds)", worker.ref.key, grace)
+            # Straight from the runtime: an interrupted sync may have just made something.
+            observation = (await self._observe_now(worker)).observation
             await self._stop_running(pod, observation, grace=grace, events=True)
-            observation = await self.runtime.observe_pod(worker.ref.uid)
+            self._acted(worker)
+            observation = (await self._observe_now(worker)).observation
             ids = [c.id for c in observation.containers] + [s.id for s in observation.sandboxes]
             for container_id in ids:
                 await self.runtime.remove_container(container_id)
+            self._acted(worker)
             worker.finished = True
             log.info("%s: containers and sandbox removed", worker.ref.key)
         if worker.removed:
@@ -473,39 +586,7 @@ class PodWorkers:
         finally:
             self._orphans_in_progress.discard(uid)
 
-    # --- status ------------------------------------------------------------------------
-    async def _write_status(self, worker: PodWorker, observation: PodObservation) -> None:
-        pod = worker.pod
-        new = podstatus.generate_pod_status(pod, observation, worker.waiting,
-                                            node_ip=self.config.node_ip, now=datetime.now(UTC))
-        old = dict(pod.get("status") or {})
-        if podstatus.without_nulls(new) == podstatus.without_nulls(old):
-            return
-        patch = podstatus.status_patch(old, new)
-        try:
-            updated = await self.api.patch("pods", worker.ref.name, {"status": patch},
-                                           namespace=worker.ref.namespace, subresource="status")
-        except NotFound:
-            return
-        if (updated.get("metadata") or {}).get("uid") == worker.ref.uid:
-            worker.pod = updated if worker.pod is pod else worker.pod
-        states = ", ".join(
-            f"{s['name']}={next(iter(s['state']), '?')}"
-            + (f"({_reason(s)})" if _reason(s) else "")
-            for s in new.get("containerStatuses", []))
-        log.info("%s: status %s [%s]", worker.ref.key, new.get("phase"), states)
 
-
-def _resource_version(pod: Mapping[str, Any]) -> int:
-    try:
-        return int((pod.get("metadata") or {}).get("resourceVersion") or 0)
-    except ValueError:
-        return 0
-
-
-def _reason(container_status: Mapping[str, Any]) -> str:
-    state = container_status.get("state") or {}
-    for detail in state.values():
-        if isinstance(detail, dict) and detail.get("reason"):
-            return str(detail["reason"])
-    return ""
+def _anything_running(observation: PodObservation) -> bool:
+    return any(c.state == "running" for c in observation.containers) or any(
+        s.ready for s in observation.sandboxes)

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 # Labels every container we create carries. The io.kubernetes.* ones are the names
@@ -138,6 +138,23 @@ class PodObservation:
         return found[0] if found else None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def build_observation(found: Iterable[ContainerInfo | SandboxInfo]) -> PodObservation:
+    """A pod's observation from its inspected containers and sandboxes, newest first
+    (by attempt, then creation time)."""
+    observation = PodObservation()
+    for item in found:
+        if isinstance(item, SandboxInfo):
+            observation.sandboxes.append(item)
+        else:
+            observation.containers.append(item)
+    observation.sandboxes.sort(key=lambda s: (s.attempt, s.created_at or _EPOCH), reverse=True)
+    observation.containers.sort(key=lambda c: (c.attempt, c.created_at or _EPOCH), reverse=True)
+    return observation
+
+
 class RuntimeFailure(Exception):
     """A runtime call failed; `reason` is the Kubernetes waiting reason it maps to."""
 
@@ -172,6 +189,9 @@ class Runtime(Protocol):
     async def list_summaries(self) -> list[ContainerSummary]: ...
 
     async def observe_pod(self, pod_uid: str) -> PodObservation: ...
+
+    async def inspect(self, summary: ContainerSummary) -> ContainerInfo | SandboxInfo | None:
+        """The details of one listed container; None when it is gone."""
 
     async def inspect_image(self, image: str) -> ImageInfo | None: ...
 

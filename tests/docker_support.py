@@ -8,6 +8,8 @@ Only containers carrying a test node's labels are ever removed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -23,6 +25,10 @@ BUSYBOX_IMAGE = "kubelite/busybox:1.35"
 PAUSE_IMAGE = "kubelite/pause:3.10"
 # A registry nobody listens on: pulls fail fast, without leaving the machine.
 UNREACHABLE_IMAGE = "127.0.0.1:5999/missing:1"
+
+_HTTP_OK_V2 = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+               b"Docker-Distribution-API-Version: registry/2.0\r\nContent-Length: 2\r\n\r\n{}")
+_HTTP_NOT_TLS = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 _ready = False
 
@@ -137,3 +143,65 @@ class KubeletProcess:
 
     def log(self) -> str:
         return self.process.log()
+
+
+class StalledRegistry:
+    """A registry on a loopback port that never answers for a manifest: a pull of `image`
+    stays in progress until `close()` (Docker sets no deadline on that request).
+
+    Docker speaks TLS first; a plain-HTTP answer to its hello makes it fall back to HTTP
+    at once (loopback registries are insecure by default). `GET /v2/` gets 200, and the
+    manifest request then waits. `stalled` counts the manifest requests being held.
+    """
+
+    def __init__(self) -> None:
+        self.stalled = 0
+        self.requests: list[str] = []
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> StalledRegistry:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self
+
+    @property
+    def image(self) -> str:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        return f"127.0.0.1:{port}/stalled:1"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            first = await reader.read(1)
+            if first == b"\x16":  # a TLS ClientHello
+                writer.write(_HTTP_NOT_TLS)
+                return
+            head = first + await reader.readuntil(b"\r\n\r\n")
+            while True:
+                line = head.split(b"\r\n", 1)[0].decode(errors="replace")
+                self.requests.append(line)
+                if " /v2/ " not in f"{line} ":
+                    break
+                writer.write(_HTTP_OK_V2)
+                await writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+            self.stalled += 1
+            try:
+                await reader.read()  # until the client goes away
+            finally:
+                self.stalled -= 1
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        if self._server is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 5)

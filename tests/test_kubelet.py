@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from tests.docker_support import (
     BUSYBOX_IMAGE,
     UNREACHABLE_IMAGE,
     KubeletProcess,
+    StalledRegistry,
     ensure_docker,
     inspect_container,
     node_containers,
@@ -114,6 +115,29 @@ async def wait_running(http: httpx.AsyncClient, name: str, *,
 
 async def delete_pod(http: httpx.AsyncClient, name: str) -> None:
     await http.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+
+
+async def watch_pod(http: httpx.AsyncClient, name: str) -> AsyncIterator[dict[str, Any]]:
+    """Every version of the pod, as a watch delivers them (none is missed, unlike polling)."""
+    params = {"watch": "true", "fieldSelector": f"metadata.name={name}"}
+    async with http.stream("GET", f"/api/v1/namespaces/{NS}/pods", params=params,
+                           timeout=httpx.Timeout(30, read=None)) as stream:
+        assert stream.status_code == 200
+        async for line in stream.aiter_lines():
+            if line.strip():
+                event = json.loads(line)
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    yield event["object"]
+
+
+async def pod_status_cell(http: httpx.AsyncClient, name: str) -> str:
+    """The STATUS column `kubectl get pod` prints (the apiserver's Table)."""
+    response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}", headers={
+        "Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"})
+    assert response.status_code == 200, response.text
+    table = response.json()
+    column = [c["name"] for c in table["columnDefinitions"]].index("Status")
+    return str(table["rows"][0]["cells"][column])
 
 
 async def test_node_is_registered_ready_with_its_facts(http: httpx.AsyncClient,
@@ -233,17 +257,19 @@ async def test_unreachable_registry_gives_err_image_pull_then_back_off(
     name = unique("pull")
     pod = await create_pod(http, pod_manifest(name, kubelet.node_name, [
         {"name": "app", "image": UNREACHABLE_IMAGE}]))
-    reasons: list[str] = []
-
-    async def back_off_after_pull_error() -> bool:
-        reason = waiting_reason(await get_pod(http, name), "app")
-        if reason and (not reasons or reasons[-1] != reason):
-            reasons.append(reason)
-        return "ErrImagePull" in reasons and "ImagePullBackOff" in reasons[
-            reasons.index("ErrImagePull"):]
-
-    await eventually(back_off_after_pull_error, timeout=60, interval=0.2,
-                     what="ErrImagePull then ImagePullBackOff")
+    reasons: list[str] = []  # every waiting reason written, in order (a watch misses none)
+    try:
+        async with asyncio.timeout(60):  # the pull fails at once; the back-off follows
+            async for current in watch_pod(http, name):
+                reason = waiting_reason(current, "app")
+                if reason and (not reasons or reasons[-1] != reason):
+                    reasons.append(reason)
+                if "ErrImagePull" in reasons and \
+                        "ImagePullBackOff" in reasons[reasons.index("ErrImagePull"):]:
+                    break
+    except TimeoutError:
+        raise AssertionError(f"no ErrImagePull then ImagePullBackOff: {reasons}") from None
+    assert reasons[0] == "ContainerCreating"
     current = await get_pod(http, name)
     assert current["status"]["phase"] == "Pending"
     events = await pod_events(http, pod)
@@ -254,6 +280,59 @@ async def test_unreachable_registry_gives_err_image_pull_then_back_off(
     assert any(r == "Failed" and m.startswith(f'Failed to pull image "{UNREACHABLE_IMAGE}": ')
                for r, m in messages)
     await delete_pod(http, name)
+
+
+async def test_pod_is_container_creating_while_its_pull_is_stalled_and_deletes_at_once(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    registry = await StalledRegistry().start()
+    try:
+        name = unique("stalled")
+        pod = await create_pod(http, pod_manifest(name, kubelet.node_name, [
+            {"name": "app", "image": registry.image}]))
+
+        async def creating_while_pulling() -> dict[str, Any]:
+            if not registry.stalled:
+                return {}
+            current = await get_pod(http, name)
+            pulling = registry.stalled > 0  # still, after the pod was read
+            return current if pulling and waiting_reason(current, "app") else {}
+
+        current = await eventually(creating_while_pulling, timeout=60,
+                                   what="a status while the pull is in progress")
+        status = current["status"]
+        assert status["phase"] == "Pending"
+        assert status["hostIP"] == "127.0.0.1" and status["startTime"]
+        assert container_status(current, "app") == {
+            "name": "app", "image": registry.image, "imageID": "", "ready": False,
+            "started": False, "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}}, "lastState": {}}
+        conditions = {c["type"]: c for c in status["conditions"]}
+        for type_ in ("Ready", "ContainersReady"):
+            assert conditions[type_]["status"] == "False"
+            assert conditions[type_]["reason"] == "ContainersNotReady"
+            assert conditions[type_]["message"] == "containers with unready status: [app]"
+        assert conditions["Initialized"]["status"] == "True"
+        assert conditions["PodScheduled"]["status"] == "True"
+        assert conditions["PodReadyToStartContainers"]["status"] == "True"  # sandbox is up
+        assert await pod_status_cell(http, name) == "ContainerCreating"
+        events = await pod_events(http, pod)
+        assert ("Pulling", f'Pulling image "{registry.image}"') in {
+            (e["reason"], e["message"]) for e in events}
+
+        # The pull never ends by itself: the deletion must not wait for it.
+        await delete_pod(http, name)
+
+        async def pod_gone() -> bool:
+            response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+            return response.status_code == 404
+
+        await eventually(pod_gone, timeout=60, what="the pod deleted during its pull")
+        assert registry.stalled > 0
+        uid = pod["metadata"]["uid"]
+        assert node_containers(kubelet.node_name, **{"io.kubernetes.pod.uid": uid}) == []
+        assert "interrupting the sync in progress" in kubelet.log()
+    finally:
+        await registry.close()
 
 
 async def test_containers_of_a_pod_share_localhost_and_logs_flow_through_the_apiserver(
