@@ -365,7 +365,7 @@ def host_port_bindings(pod: Mapping[str, Any], *,
         for port in container.get("ports") or []:
             if not port.get("hostPort"):
                 continue
-            key = f"{port['containerPort']}/{str(port.get('protocol') or 'TCP').lower()}"
+            key = port_key(port)
             bindings.setdefault(key, []).append(
                 {"HostIp": str(port.get("hostIP") or node_ip), "HostPort": str(port["hostPort"])})
     return bindings
@@ -392,10 +392,20 @@ def sandbox_create_body(pod: Mapping[str, Any], *, node_name: str, image: str, a
     }
     if not is_host_network(pod):
         body["Hostname"] = str(spec.get("hostname") or pod_ref(pod).name)[:63]
+        # The pod's ports belong to its network namespace, i.e. to the sandbox: Docker
+        # refuses exposed ports on a container that joins another's network.
+        exposed: dict[str, dict[str, Any]] = {port_key(port): {} for container in spec.get("containers") or []
+                   for port in container.get("ports") or []}
+        if exposed:
+            body["ExposedPorts"] = exposed
         if bindings:
             host_config["PortBindings"] = bindings
-            body["ExposedPorts"] = {key: {} for key in bindings}
     return body
+
+
+def port_key(port: Mapping[str, Any]) -> str:
+    """Docker's name of a container port: `80/tcp`."""
+    return f"{port['containerPort']}/{str(port.get('protocol') or 'TCP').lower()}"
 
 
 def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], *,
@@ -437,10 +447,6 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         body["Cmd"] = list(container["args"])
     if container.get("workingDir"):
         body["WorkingDir"] = container["workingDir"]
-    ports: dict[str, dict[str, Any]] = {f"{p['containerPort']}/{str(p.get('protocol') or 'TCP').lower()}": {}
-             for p in container.get("ports") or []}
-    if ports:
-        body["ExposedPorts"] = ports
     return body
 
 

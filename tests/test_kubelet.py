@@ -340,6 +340,7 @@ async def test_containers_of_a_pod_share_localhost_and_logs_flow_through_the_api
     name = unique("duo")
     server = shell("server", "mkdir -p /www && echo hello-from-server > /www/index.html "
                              "&& exec httpd -f -p 127.0.0.1:8080 -h /www")
+    server["ports"] = [{"containerPort": 8080}]  # declared ports live on the sandbox
     client = shell("client", "until wget -q -O /tmp/page http://127.0.0.1:8080/; do sleep 0.2; "
                              "done; cat /tmp/page; i=0; trap 'exit 0' TERM; "
                              "while true; do echo tick-$i; i=$((i+1)); sleep 0.3; done")

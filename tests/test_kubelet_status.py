@@ -418,7 +418,7 @@ def test_container_body_maps_the_container_spec() -> None:
     body = container_create_body(pod, spec, node_name="n1", sandbox_id="sb", attempt=2)
     assert body["Entrypoint"] == ["sh", "-c"] and body["Cmd"] == ["echo hi"]
     assert body["Env"] == ["A=1"] and body["WorkingDir"] == "/tmp"
-    assert body["ExposedPorts"] == {"80/tcp": {}}
+    assert "ExposedPorts" not in body  # the sandbox owns the pod's network and its ports
     host = body["HostConfig"]
     assert host["NetworkMode"] == "container:sb" and host["IpcMode"] == "container:sb"
     assert host["NanoCpus"] == 250_000_000 and host["Memory"] == 32 * 2**20
@@ -441,6 +441,7 @@ def test_sandbox_binds_host_ports_on_the_node_ip() -> None:
     assert body["HostConfig"]["PortBindings"] == {
         "80/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18080"}]}
     assert body["HostConfig"]["NetworkMode"] == "bridge" and body["Hostname"] == "web"
+    assert body["ExposedPorts"] == {"80/tcp": {}}
     host = sandbox_create_body(make_pod(hostNetwork=True), node_name="n", image="pause",
                                attempt=0, node_ip="127.0.0.1")
     assert host["HostConfig"]["NetworkMode"] == "host" and "Hostname" not in host
