@@ -196,15 +196,21 @@ class ApiClient:
         return await self._request("PATCH", path, body=patch, content_type=content_type)
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
-                     grace_period_seconds: int | None = None) -> dict:
+                     grace_period_seconds: int | None = None,
+                     preconditions: dict[str, str] | None = None) -> dict:
+        """`preconditions` ({"uid": ...} and/or {"resourceVersion": ...}) make the delete a
+        409 Conflict when the object is no longer the one the caller means."""
         # Like kubectl: DeleteOptions in the body; the query parameter too, for servers
         # that only read that one (kube-apiserver accepts both).
         params: dict[str, str] = {}
         body: dict[str, Any] | None = None
+        if grace_period_seconds is not None or preconditions:
+            body = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if grace_period_seconds is not None:
             params["gracePeriodSeconds"] = str(grace_period_seconds)
-            body = {"kind": "DeleteOptions", "apiVersion": "v1",
-                    "gracePeriodSeconds": grace_period_seconds}
+            body = {**(body or {}), "gracePeriodSeconds": grace_period_seconds}
+        if preconditions:
+            body = {**(body or {}), "preconditions": dict(preconditions)}
         return await self._request("DELETE", resource_path(resource, namespace=namespace,
                                                            name=name),
                                    params=params, body=body)

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from common.errors import ApiError, NotFound
+from common.errors import ApiError, Conflict, NotFound
 from kubelet import status as podstatus
 from kubelet.actions import (
     Backoff,
@@ -67,7 +67,8 @@ class PodApi(Protocol):
                     patch_type: str = "merge") -> dict: ...
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
-                     grace_period_seconds: int | None = None) -> dict: ...
+                     grace_period_seconds: int | None = None,
+                     preconditions: dict[str, str] | None = None) -> dict: ...
 
 
 class Recorder(Protocol):
@@ -548,10 +549,12 @@ class PodWorkers:
         if worker.removed:
             return
         try:
+            # Only this pod: a pod recreated under the same name is another one (uid).
             await self.api.delete("pods", worker.ref.name, namespace=worker.ref.namespace,
-                                  grace_period_seconds=0)
+                                  grace_period_seconds=0,
+                                  preconditions={"uid": worker.ref.uid})
             log.info("%s: pod object deleted", worker.ref.key)
-        except NotFound:
+        except (NotFound, Conflict):
             pass
 
     async def cleanup_orphans(self, summaries: list[ContainerSummary]) -> None:

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from tests.support import Etcd, unique
@@ -346,3 +347,20 @@ async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient, etcd: Etc
         lease = kvs[0]["lease"]
         ttl = (await raw.post("/v3/lease/timetolive", json={"ID": lease})).json()
     assert 3500 <= int(ttl["grantedTTL"]) <= 3700
+
+
+async def test_delete_with_a_uid_precondition_only_deletes_that_object(
+        http: httpx.AsyncClient) -> None:
+    from common.client import ApiClient
+    from common.errors import Conflict
+
+    name = unique("precond")
+    first = (await http.post(PODS, json=pod(name))).json()
+    await http.delete(f"{PODS}/{name}")
+    await http.post(PODS, json=pod(name))  # same name, another pod
+    async with ApiClient(str(http.base_url)) as client:
+        with pytest.raises(Conflict) as refused:
+            await client.delete("pods", name, namespace="default", grace_period_seconds=0,
+                                preconditions={"uid": first["metadata"]["uid"]})
+        assert "Precondition failed: UID in precondition" in refused.value.message
+        assert (await http.get(f"{PODS}/{name}")).status_code == 200

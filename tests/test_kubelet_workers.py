@@ -106,11 +106,16 @@ class FakeApi:
         return self.put(current)
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
-                     grace_period_seconds: int | None = None) -> dict:
-        try:
-            return self.pods.pop((namespace or NS, name))
-        except KeyError:
-            raise NotFound(f'pods "{name}" not found') from None
+                     grace_period_seconds: int | None = None,
+                     preconditions: dict[str, str] | None = None) -> dict:
+        current = self.pods.get((namespace or NS, name))
+        if current is None:
+            raise NotFound(f'pods "{name}" not found')
+        uid = (preconditions or {}).get("uid")
+        if uid and uid != current["metadata"].get("uid"):
+            raise Conflict(f'Operation cannot be fulfilled on pods "{name}": Precondition '
+                           f'failed: UID in precondition: {uid}')
+        return self.pods.pop((namespace or NS, name))
 
 
 class FakeRuntime:
