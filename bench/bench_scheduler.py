@@ -138,6 +138,7 @@ async def scheduler_rate(client: ApiClient, server: ApiServer, workdir: Path, *,
     scheduler = Process("scheduler", [
         PYTHON, "-m", "scheduler", "--apiserver", server.url, "--scheduler-name", name,
         "--parallelism", str(parallelism), "--log-level", "warning",
+        "--port", "0",  # no health/metrics endpoint: nothing to collide with
     ], workdir / "scheduler.log").start()
     started = time.monotonic()
     try:

@@ -3,9 +3,10 @@
     .venv/bin/python hack/up.py [--state-dir .kubelite] [--port 8080] [--nodes node1,node2] ...
     .venv/bin/python hack/up.py down [--state-dir .kubelite]
 
-`up` (the default) runs etcd (data in <state-dir>/etcd), the apiserver, the scheduler and
-one kubelet per node as child processes, each in its own session so that Ctrl-C reaches
-this launcher only, which then stops them in order: kubelets, scheduler, apiserver, etcd.
+`up` (the default) runs etcd (data in <state-dir>/etcd), the apiserver, the scheduler (its
+/healthz, /readyz and /metrics on --scheduler-port) and one kubelet per node as child
+processes, each in its own session so that Ctrl-C reaches this launcher only, which then
+stops them in order: kubelets, scheduler, apiserver, etcd.
 Each child logs to <state-dir>/logs/<component>.log; the console shows the lines worth
 seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
 at the apiserver (context `kubelite`).
@@ -55,7 +56,8 @@ LOCALHOST = "127.0.0.1"
 DEFAULT_PAUSE_IMAGE = "kubelite/pause:3.10"
 # The flag that moves each port (hack/up.py --help).
 PORT_FLAGS = {"apiserver": "--port N", "etcd client": "--etcd-port N",
-              "etcd peer": "--etcd-peer-port N", "kubelet": "--kubelet-ports N1,N2"}
+              "etcd peer": "--etcd-peer-port N", "scheduler": "--scheduler-port N",
+              "kubelet": "--kubelet-ports N1,N2"}
 STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "scheduler": 10.0, "apiserver": 10.0, "etcd": 15.0}
 
 
@@ -76,6 +78,7 @@ class Options:
     port: int = 8080
     etcd_port: int = 2379
     etcd_peer_port: int = 2380
+    scheduler_port: int = 10259  # its health and metrics endpoint; 0: none
     nodes: tuple[str, ...] = ("node1", "node2")
     kubelet_ports: tuple[int, ...] = (10250, 10251)
     pause_image: str = DEFAULT_PAUSE_IMAGE
@@ -148,9 +151,7 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
             PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
             "--bind-address", LOCALHOST, "--port", str(options.port),
         ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),)),
-        Component("scheduler", "scheduler", (
-            PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url,
-        )),
+        scheduler_component(options),
     ]
     for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
         components.append(Component(f"kubelet-{node}", "kubelet", (
@@ -162,6 +163,16 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         ), health_url=f"http://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
+
+
+def scheduler_component(options: Options) -> Component:
+    """The scheduler; ready when its /readyz says its informers have synced."""
+    port = options.scheduler_port
+    return Component("scheduler", "scheduler", (
+        PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url,
+        "--bind-address", LOCALHOST, "--port", str(port),
+    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
+        ports=(("scheduler", port),) if port else ())
 
 
 def kubeconfig_text(server: str) -> str:
@@ -579,6 +590,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("--port", type=int, default=8080, help="apiserver port")
     parser.add_argument("--etcd-port", type=int, default=2379)
     parser.add_argument("--etcd-peer-port", type=int, default=2380)
+    parser.add_argument("--scheduler-port", type=int, default=10259,
+                        help="the scheduler's /healthz, /readyz and /metrics "
+                             "(default: %(default)s; 0: none)")
     parser.add_argument("--nodes", type=comma_list, default=("node1", "node2"),
                         help="node names, one kubelet each (default: node1,node2)")
     parser.add_argument("--kubelet-ports", type=port_list, default=(10250, 10251),
@@ -591,7 +605,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     args = parser.parse_args(argv)
     return args.command, Options(
         state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
-        etcd_peer_port=args.etcd_peer_port, nodes=args.nodes, kubelet_ports=args.kubelet_ports,
+        etcd_peer_port=args.etcd_peer_port, scheduler_port=args.scheduler_port,
+        nodes=args.nodes, kubelet_ports=args.kubelet_ports,
         pause_image=args.pause_image, docker_socket=args.docker_socket,
         startup_timeout=args.startup_timeout)
 

@@ -7,6 +7,7 @@ import asyncio
 import logging
 
 from scheduler.main import DEFAULT_SCHEDULER_NAME, Options, serve
+from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -23,6 +24,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--percentage-of-nodes-to-score", type=int, default=0,
                         help="stop filtering after this %% of nodes were found feasible; "
                              "0 = kube's adaptive default")
+    parser.add_argument("--bind-address", default=DEFAULT_BIND_ADDRESS,
+                        help="address of the /healthz, /livez, /readyz and /metrics endpoint "
+                             "(default: %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="its port, plain HTTP (default: %(default)s, kube-scheduler's); "
+                             "0 serves none")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
@@ -35,7 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
     options = Options(apiserver=args.apiserver, scheduler_name=args.scheduler_name,
                       parallelism=args.parallelism,
-                      percentage_of_nodes_to_score=args.percentage_of_nodes_to_score)
+                      percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
+                      bind_address=args.bind_address, port=args.port)
     asyncio.run(serve(options))
 
 

@@ -126,6 +126,11 @@ class ClusterCache:
     def pod_count(self, node: str) -> int:
         return self._counts[node]
 
+    def sizes(self) -> dict[str, int]:
+        """Nodes, pods (bound or assumed) and assumed pods known (kube's cache_size)."""
+        return {"nodes": len(self._nodes), "pods": len(self._bound.keys() | self._assumed.keys()),
+                "assumed_pods": len(self._assumed)}
+
     # -- internals ----------------------------------------------------------------------
 
     def _count(self, node: str, delta: int) -> None:

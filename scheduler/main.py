@@ -15,8 +15,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import random
 import signal
+import socket
+from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +31,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
 from common.informer import Informer
+from scheduler import metrics
 from scheduler.cache import ClusterCache
 from scheduler.framework import (
     FilterPlugin,
@@ -46,6 +50,7 @@ from scheduler.pods import (
     unschedulable_condition_patch,
 )
 from scheduler.queue import QueuedPod, SchedulingQueue, node_change_could_help
+from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, Endpoints, listen, serving
 
 log = logging.getLogger("scheduler")
 
@@ -61,6 +66,9 @@ class Options:
     parallelism: int = 8
     # 0: kube's adaptive default (all nodes below 100, then 50% down to 5%).
     percentage_of_nodes_to_score: int = 0
+    # The health and metrics endpoint (scheduler.server); port 0 turns it off.
+    bind_address: str = DEFAULT_BIND_ADDRESS
+    port: int = DEFAULT_PORT
 
 
 def now_rfc3339() -> str:
@@ -92,6 +100,7 @@ class Scheduler:
         self.next_start_index = 0
         self.slots = asyncio.Semaphore(options.parallelism)
         self.background: set[asyncio.Task[None]] = set()
+        self.attempts: Counter[str] = Counter()  # result -> scheduling attempts (/metrics)
         self.nodes = Informer(client, "nodes", on_add=self._on_node_added,
                               on_update=self._on_node_updated, on_delete=self.cache.remove_node,
                               name="nodes")
@@ -177,6 +186,7 @@ class Scheduler:
             except Exception:
                 self.slots.release()
                 log.exception("scheduling %s failed", item.key)
+                self.attempts[metrics.ERROR] += 1
                 self.queue.failed(item, unschedulable=False)
 
     def schedule(self, item: QueuedPod) -> None:
@@ -194,6 +204,7 @@ class Scheduler:
         self.next_start_index = result.next_start_index
         if result.node_name is None:
             unschedulable = result.error is None
+            self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
             retry_in = self.queue.failed(item, unschedulable=unschedulable)
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, result.message)
@@ -226,6 +237,7 @@ class Scheduler:
         try:
             await self.client.bind(namespace, name, node)
         except Conflict as e:
+            self.attempts[metrics.ERROR] += 1
             self.cache.forget(pod)
             self.queue.done(item)
             log.info("%s was bound by someone else, dropping it (%s)", item.key, e.message)
@@ -233,17 +245,20 @@ class Scheduler:
         except (NotFound, Invalid) as e:
             # The pod is gone (its informer delete drops it from the queue), or the
             # node vanished between filter and bind: try again after a back-off.
+            self.attempts[metrics.ERROR] += 1
             self.cache.forget(pod)
             retry_in = self.queue.failed(item, unschedulable=False)
             log.warning("binding %s to %s failed, retry in %.0fs: %s", item.key, node,
                         retry_in, e.message)
             return
         except (ApiError, httpx.HTTPError) as e:
+            self.attempts[metrics.ERROR] += 1
             self.cache.forget(pod)
             retry_in = self.queue.failed(item, unschedulable=False)
             log.warning("binding %s to %s failed, retry in %.0fs: %s: %s", item.key, node,
                         retry_in, type(e).__name__, e)
             return
+        self.attempts[metrics.SCHEDULED] += 1
         self.cache.finish_binding(pod)
         self.queue.done(item)
         message = f"Successfully assigned {item.key} to {node}"
@@ -279,14 +294,53 @@ class Scheduler:
             log.warning("could not update the %s of %s: %s: %s", what, pod_key(pod),
                         type(e).__name__, e)
 
+    # -- what the HTTP endpoint reports ----------------------------------------------------
+
+    def unsynced_informers(self) -> list[str]:
+        return [i.name for i in (self.nodes, self.assigned, self.unbound) if not i.has_synced]
+
+    def metrics_snapshot(self) -> metrics.MetricsSnapshot:
+        counts = self.queue.counts()
+        return metrics.MetricsSnapshot(
+            profile=self.options.scheduler_name,
+            pending={q: counts[q] for q in metrics.PENDING_QUEUES},
+            in_flight=counts["in_flight"], attempts=dict(self.attempts),
+            cache=self.cache.sizes())
+
     async def drain(self, *, seconds: float) -> None:
         """Let binds and reports in flight finish (up to `seconds`)."""
         if self.background:
             await asyncio.wait(set(self.background), timeout=seconds)
 
 
+def readiness(scheduler: Scheduler, stopping: asyncio.Event) -> dict[str, str | None]:
+    """kube-scheduler's /readyz checks: informers synced, not shutting down."""
+    unsynced = scheduler.unsynced_informers()
+    return {"ping": None,
+            "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
+            "shutdown": "shutting down" if stopping.is_set() else None}
+
+
+def liveness(running: asyncio.Task[None]) -> dict[str, str | None]:
+    return {"ping": None, "scheduling-loop": "stopped" if running.done() else None}
+
+
+def open_endpoint(options: Options) -> socket.socket | None:
+    """Bind the endpoint's port first, so that a port in use stops us before anything."""
+    if options.port == 0:
+        return None
+    try:
+        return listen(options.bind_address, options.port)
+    except OSError as e:
+        log.error("cannot serve /healthz and /metrics on %s:%d (%s): choose another --port, "
+                  "or --port 0 for none", options.bind_address, options.port,
+                  os.strerror(e.errno) if e.errno else e)
+        raise SystemExit(1) from e
+
+
 async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT, then finish what is in flight and stop."""
+    sock = open_endpoint(options)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -299,16 +353,25 @@ async def serve(options: Options) -> None:
                  json.dumps([p.name for p in scheduler.filters]),
                  json.dumps([p.name for p in scheduler.scorers]))
         running = asyncio.create_task(scheduler.run(), name="scheduler")
-        stopping = asyncio.create_task(stop.wait(), name="stop signal")
-        done, _ = await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if running in done:
-            stopping.cancel()
-            running.result()  # a crash: let it propagate
-            return
-        log.info("shutting down: %d pod(s) still queued, %d bind/report task(s) in flight",
-                 len(scheduler.queue), len(scheduler.background))
-        running.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await running
-        await scheduler.drain(seconds=5)
+        endpoints = Endpoints(
+            live=lambda: liveness(running), ready=lambda: readiness(scheduler, stop),
+            metrics=lambda: metrics.render_metrics(scheduler.metrics_snapshot()))
+        async with serving(sock, endpoints):
+            await run_until_stopped(scheduler, running, stop)
     log.info("stopped")
+
+
+async def run_until_stopped(scheduler: Scheduler, running: asyncio.Task[None],
+                            stop: asyncio.Event) -> None:
+    stopping = asyncio.create_task(stop.wait(), name="stop signal")
+    done, _ = await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    if running in done:
+        stopping.cancel()
+        running.result()  # a crash: let it propagate
+        return
+    log.info("shutting down: %d pod(s) still queued, %d bind/report task(s) in flight",
+             len(scheduler.queue), len(scheduler.background))
+    running.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await running
+    await scheduler.drain(seconds=5)

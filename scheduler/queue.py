@@ -204,8 +204,11 @@ class SchedulingQueue:
         return key in self._pods
 
     def counts(self) -> dict[str, int]:
-        return {"active": len(self._active), "backoff": len(self._backoff),
-                "in_flight": len(self._in_flight)}
+        """Pods per place: `active`, then the waiting ones split by why their last attempt
+        failed (`unschedulable`: no node fit; `backoff`: an error), then `in_flight`."""
+        unschedulable = sum(1 for item in self._backoff.values() if item.unschedulable)
+        return {"active": len(self._active), "backoff": len(self._backoff) - unschedulable,
+                "unschedulable": unschedulable, "in_flight": len(self._in_flight)}
 
     # -- internals ----------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ def cluster() -> Iterator[ComposeCluster]:
     project = f"kubelite-e2e-{uuid.uuid4().hex[:6]}"
     env = {**OFFLINE_IMAGES, "APISERVER_PORT": str(free_port()),
            "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
+           "SCHEDULER_PORT": str(free_port()),
            "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
            "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port())}
     started = ComposeCluster(project, nodes, env)
@@ -99,7 +100,17 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
     assert up.returncode == 0, up.stdout + up.stderr[-4000:] + "\n" + cluster.compose(
         "logs", "--no-color", "--tail", "40").stdout
 
-    await run_seeds(cluster.server, cluster.nodes)
+    # `--wait` waited for every healthcheck, the scheduler's /readyz among them.
+    ps = cluster.compose("ps", "--format", "json", "scheduler")
+    assert '"Health":"healthy"' in ps.stdout.replace(" ", ""), ps.stdout + ps.stderr
+    scheduler = httpx.AsyncClient(base_url=f"http://127.0.0.1:{cluster.env['SCHEDULER_PORT']}",
+                                  timeout=10)
+    async with scheduler:
+        assert (await scheduler.get("/readyz")).text == "ok"
+        await run_seeds(cluster.server, cluster.nodes)
+        metrics = (await scheduler.get("/metrics")).text.splitlines()
+    assert ('scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 2'
+            in metrics), metrics
 
     # A pod left running: `down` must take its containers away with the kubelet.
     kubectl(cluster.server, "create", "-f", "-",

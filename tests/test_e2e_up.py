@@ -201,19 +201,27 @@ class Launcher:
     state_dir: Path
     nodes: Nodes
     port: int
+    scheduler_port: int
     ports: list[str]
     process: Process | None = None
     starts: int = 0
 
     @classmethod
     def fresh(cls, state_dir: Path) -> Launcher:
-        return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(), ports=[
-            "--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
-            "--kubelet-ports", f"{free_port()},{free_port()}"])
+        scheduler_port = free_port()
+        ports = ["--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
+                 "--scheduler-port", str(scheduler_port),
+                 "--kubelet-ports", f"{free_port()},{free_port()}"]
+        return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(),
+                   scheduler_port=scheduler_port, ports=ports)
 
     @property
     def server(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def scheduler(self) -> str:
+        return f"http://127.0.0.1:{self.scheduler_port}"
 
     def args(self, *command: str) -> list[str]:
         return [PYTHON, str(REPO / "hack" / "up.py"), *command,
@@ -342,6 +350,18 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
         ["kubelet-a", "kubelet-b"], ["scheduler"], ["apiserver"], ["etcd"]]
     assert "--data-dir" in components[0].args
     assert components[0].args[components[0].args.index("--data-dir") + 1] == "/tmp/state/etcd"
+    scheduler = components[2]
+    assert scheduler.args[-2:] == ("--port", "10259")  # kube-scheduler's port
+    assert scheduler.health_url == "http://127.0.0.1:10259/readyz"
+    assert scheduler.ports == (("scheduler", 10259),)
+
+
+def test_scheduler_port_zero_means_no_endpoint_to_wait_for() -> None:
+    up = load_hack_module("up")
+    command, options = up.parse_args(["--scheduler-port", "0"])
+    scheduler = up.scheduler_component(options)
+    assert (command, scheduler.args[-2:]) == ("up", ("--port", "0"))
+    assert (scheduler.health_url, scheduler.ports) == (None, ())
 
 
 def test_the_compose_entrypoint_reads_the_kubelets_flags() -> None:
@@ -370,6 +390,12 @@ async def test_make_up_runs_the_seeds(launcher: Launcher) -> None:
     await run_seeds(launcher.server, launcher.nodes)
 
     assert "[apiserver]" in launcher.console() and "[scheduler]" in launcher.console()
+    async with httpx.AsyncClient(base_url=launcher.scheduler, timeout=30) as http:
+        assert (await http.get("/readyz")).text == "ok"  # `up` waited for it
+        metrics = (await http.get("/metrics")).text
+    # pod-selector, then pod-ssd once labelled: two binds (pod-example has a nodeName).
+    assert ('scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 2'
+            in metrics.splitlines()), metrics
 
 
 async def test_ctrl_c_stops_everything_state_survives_and_down_cleans_up(

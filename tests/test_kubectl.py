@@ -65,7 +65,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         apiserver = ApiServer(etcd, workdir).start()
         started.append(apiserver)
         started.append(Process("scheduler", [PYTHON, "-m", "scheduler", "--apiserver",
-                                             apiserver.url], workdir / "scheduler.log").start())
+                                             apiserver.url, "--port", "0"],
+                               workdir / "scheduler.log").start())
         for node in (node1, node2):
             started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
         yield Cluster(apiserver, Kubectl(apiserver.url, workdir / "kubectl"), node1, node2,

@@ -11,27 +11,43 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 from common.client import ApiClient
 from common.errors import NotFound
 from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
-from tests.support import PYTHON, ApiServer, Etcd, Process, eventually, unique, wait_http_ok
+from tests.support import (
+    PYTHON,
+    ApiServer,
+    Etcd,
+    Process,
+    eventually,
+    free_port,
+    unique,
+    wait_http_ok,
+)
 
 T = TypeVar("T")
 
 
 class SchedulerProcess:
+    """`python -m scheduler`, its health and metrics endpoint on a free port (0: none)."""
+
     def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
-                 scheduler_name: str = "default-scheduler") -> None:
+                 scheduler_name: str = "default-scheduler", port: int | None = None) -> None:
+        self.port = free_port() if port is None else port
+        self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process(name, [
             PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
             "--scheduler-name", scheduler_name, "--log-level", "info",
+            "--port", str(self.port),
         ], workdir / f"{name}.log")
 
     def start(self) -> SchedulerProcess:
@@ -49,13 +65,18 @@ class SchedulerProcess:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    workdir = tmp_path_factory.mktemp("scheduler-cluster")
-    etcd = Etcd(workdir).start()
-    server = ApiServer(etcd, workdir).start()
+def module_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    started = Etcd(tmp_path_factory.mktemp("scheduler-etcd")).start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(module_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ApiServer]:
+    server = ApiServer(module_etcd, tmp_path_factory.mktemp("scheduler-cluster")).start()
     yield server
     server.stop()
-    etcd.stop()
 
 
 @pytest.fixture(scope="module")
@@ -346,7 +367,8 @@ async def test_scheduler_restart_schedules_pods_created_while_it_was_down(
     key = unique("restart")
     node = unique("restart-node")
     await objects.node(node, labels={key: "yes"})
-    sched = SchedulerProcess(cluster, tmp_path, name="restarting", scheduler_name=name).start()
+    sched = SchedulerProcess(cluster, tmp_path, name="restarting", scheduler_name=name,
+                             port=0).start()
     try:
         await sched.wait_synced()
         await objects.pod("before-restart", node_selector={key: "yes"}, scheduler_name=name)
@@ -366,6 +388,7 @@ async def test_scheduler_restart_schedules_pods_created_while_it_was_down(
         sched.start()
         for pod in down:
             assert await wait_bound(api, pod) == node
+        assert "serving /healthz" not in sched.process.log()  # --port 0: no endpoint
     finally:
         sched.process.stop()
 
@@ -388,3 +411,96 @@ async def test_survives_an_apiserver_restart(
     assert await wait_bound(api, "after-outage", within=60) == node
     await wait_event(api, "after-outage", "Scheduled")
     assert scheduler.process.alive()
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """The samples of a Prometheus text page, keyed by `name{labels}` as written."""
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            samples[key] = float(value)
+    return samples
+
+
+async def test_readyz_waits_for_the_informers_and_metrics_count_attempts(
+        api: ApiClient, objects: Objects, module_etcd: Etcd, tmp_path: Path) -> None:
+    name = unique("probed-scheduler")
+    key = unique("probed")
+    late = ApiServer(module_etcd, tmp_path, name="late-apiserver")  # started after the 503
+    sched = SchedulerProcess(late, tmp_path, name="probed", scheduler_name=name).start()
+    attempts = f'scheduler_schedule_attempts_total{{profile="{name}",result='
+    try:
+        async with httpx.AsyncClient(base_url=sched.url, timeout=10) as http:
+            async def healthz() -> httpx.Response | None:
+                assert sched.process.alive(), sched.process.log()[-3000:]
+                try:
+                    return await http.get("/healthz")
+                except httpx.TransportError:
+                    return None
+            response = await until(healthz, what="the scheduler's /healthz to answer")
+            assert (response.status_code, response.text) == (200, "ok")
+            assert (await http.get("/livez")).text == "ok"
+            response = await http.get("/readyz")
+            assert response.status_code == 503
+            assert ("[-]informer-sync failed: not synced yet: nodes, assigned pods, unbound pods"
+                    in response.text.splitlines())
+
+            await asyncio.to_thread(late.start)
+
+            async def ready() -> bool:
+                return (await http.get("/readyz")).status_code == 200
+            await eventually(ready, what="/readyz to answer 200 once the informers synced")
+            assert (await http.get("/readyz")).text == "ok"
+            verbose = await http.get("/readyz", params={"verbose": ""})
+            assert verbose.text == ("[+]ping ok\n[+]informer-sync ok\n[+]shutdown ok\n"
+                                    "readyz check passed\n")
+
+            node = unique("probed-node")
+            await objects.node(node, labels={key: "yes"})
+            await objects.pod("probed-fits", node_selector={key: "yes"}, scheduler_name=name)
+            await objects.pod("probed-waits", node_selector={key: "no"}, scheduler_name=name)
+            assert await wait_bound(api, "probed-fits") == node
+
+            async def counted() -> dict[str, float] | None:
+                response = await http.get("/metrics")
+                assert response.status_code == 200
+                assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+                samples = metric_samples(response.text)
+                done = (samples[f'{attempts}"scheduled"}}'] == 1
+                        and samples[f'{attempts}"unschedulable"}}'] >= 1)
+                return samples if done else None
+            samples = await until(counted, what="/metrics to count one bind and one miss")
+            assert samples[f'{attempts}"error"}}'] == 0
+            # The waiting pod sits in `unschedulable` between its (synchronous) attempts.
+            assert {q: samples[f'scheduler_pending_pods{{queue="{q}"}}']
+                    for q in ("active", "backoff", "unschedulable")} == {
+                "active": 0, "backoff": 0, "unschedulable": 1}
+            assert samples["kubelite_scheduler_pods_in_flight"] == 0
+            assert samples['scheduler_cache_size{type="nodes"}'] >= 1
+
+            await api.delete("pods", "probed-waits", namespace="default", grace_period_seconds=0)
+
+            async def queue_empty() -> bool:
+                text = (await http.get("/metrics")).text
+                return metric_samples(text)['scheduler_pending_pods{queue="unschedulable"}'] == 0
+            await eventually(queue_empty, what="the deleted pod to leave the queue")
+    finally:
+        sched.process.stop()
+        late.stop()
+
+
+def test_a_port_in_use_stops_the_scheduler_with_one_clear_line(
+        cluster: ApiServer, tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = int(holder.getsockname()[1])
+        sched = SchedulerProcess(cluster, tmp_path, name="collides",
+                                 scheduler_name=unique("collides"), port=port).start()
+        assert sched.process.proc is not None
+        assert sched.process.proc.wait(timeout=30) == 1
+    log = sched.process.log()
+    assert f"cannot serve /healthz and /metrics on 127.0.0.1:{port}" in log, log
+    assert "--port 0 for none" in log
+    assert "Traceback" not in log and "starting" not in log, log

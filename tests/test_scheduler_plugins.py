@@ -1,4 +1,5 @@
-"""Unit tests of the scheduler's pure parts: plugins, framework, message, queue, cache."""
+"""Unit tests of the scheduler's pure parts: plugins, framework, message, queue, cache,
+metrics and health reports."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from scheduler.framework import (
     tolerates,
     unschedulable,
 )
+from scheduler.metrics import MetricsSnapshot, health_report, render_metrics
 from scheduler.plugins import (
     FILTERS,
     SCORERS,
@@ -459,11 +461,11 @@ def test_done_forgets_and_delete_drops_from_anywhere() -> None:
     queue.add(make_pod("active"))  # an informer update while in flight: no duplicate
     queue.done(items["bound"])
     queue.failed(items["backoff"], unschedulable=True)
-    assert queue.counts() == {"active": 0, "backoff": 1, "in_flight": 2}
+    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 1, "in_flight": 2}
     queue.delete(make_pod("backoff"))
     queue.delete(make_pod("flight"))
     queue.delete(make_pod("never-seen"))
-    assert queue.counts() == {"active": 0, "backoff": 0, "in_flight": 1}
+    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1}
     # A deleted pod whose attempt ends later is not resurrected.
     assert queue.failed(items["flight"], unschedulable=True) == 0
     assert "default/flight" not in queue
@@ -584,3 +586,70 @@ def test_cache_counts_bound_and_assumed_pods() -> None:
     assert cache.cleanup_expired() == 1 and n1.pod_count == 1
     cache.remove_node(make_node("n2"))
     assert [i.name for i in cache.node_infos()] == ["n1"]
+    assert cache.sizes() == {"nodes": 1, "pods": 1, "assumed_pods": 0}  # "early"
+
+
+def test_cache_sizes_count_an_assumed_pod_once() -> None:
+    cache = ClusterCache(clock=FakeClock())
+    cache.set_node(make_node("n1"))
+    pod = make_pod("a", uid="u1")
+    cache.assume(pod, "n1")
+    assert cache.sizes() == {"nodes": 1, "pods": 1, "assumed_pods": 1}
+    cache.set_pod(bound(pod, "n1"))
+    assert cache.sizes() == {"nodes": 1, "pods": 1, "assumed_pods": 0}
+
+
+def test_queue_counts_split_waiting_pods_by_why_they_failed() -> None:
+    clock = FakeClock()
+    queue = SchedulingQueue(clock=clock)
+    for name in ("fits-nowhere", "errored", "new"):
+        queue.add(make_pod(name))
+    first, second = queue.pop_ready(), queue.pop_ready()
+    assert first is not None and second is not None
+    assert queue.counts() == {"active": 1, "backoff": 0, "unschedulable": 0, "in_flight": 2}
+    queue.failed(first, unschedulable=True)
+    queue.failed(second, unschedulable=False)
+    assert queue.counts() == {"active": 1, "backoff": 1, "unschedulable": 1, "in_flight": 0}
+    clock.now += 1
+    assert queue.counts()["active"] == 1  # back-offs end when the loop next pops
+    assert [queue.pop_ready() is not None for _ in range(4)] == [True, True, True, False]
+    assert queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 3}
+
+
+def test_render_metrics_writes_every_series_in_prometheus_text() -> None:
+    text = render_metrics(MetricsSnapshot(
+        profile='odd"name', pending={"active": 2, "unschedulable": 1}, in_flight=3,
+        attempts={"scheduled": 5, "error": 1}, cache={"nodes": 4, "pods": 7}))
+    lines = text.splitlines()
+    assert text.endswith("\n")
+    assert [line for line in lines if not line.startswith("#")] == [
+        'scheduler_pending_pods{queue="active"} 2',
+        'scheduler_pending_pods{queue="backoff"} 0',
+        'scheduler_pending_pods{queue="unschedulable"} 1',
+        "kubelite_scheduler_pods_in_flight 3",
+        'scheduler_schedule_attempts_total{profile="odd\\"name",result="scheduled"} 5',
+        'scheduler_schedule_attempts_total{profile="odd\\"name",result="unschedulable"} 0',
+        'scheduler_schedule_attempts_total{profile="odd\\"name",result="error"} 1',
+        'scheduler_cache_size{type="nodes"} 4',
+        'scheduler_cache_size{type="pods"} 7',
+        'scheduler_cache_size{type="assumed_pods"} 0',
+    ]
+    assert [line for line in lines if line.startswith("# TYPE")] == [
+        "# TYPE scheduler_pending_pods gauge",
+        "# TYPE kubelite_scheduler_pods_in_flight gauge",
+        "# TYPE scheduler_schedule_attempts_total counter",
+        "# TYPE scheduler_cache_size gauge",
+    ]
+    assert sum(line.startswith("# HELP ") for line in lines) == 4
+
+
+@pytest.mark.parametrize(("checks", "verbose", "status", "body"), [
+    ({"ping": None, "informer-sync": None}, False, 200, "ok"),
+    ({"ping": None, "informer-sync": None}, True, 200,
+     "[+]ping ok\n[+]informer-sync ok\nreadyz check passed\n"),
+    ({"ping": None, "informer-sync": "not synced yet: nodes"}, False, 503,
+     "[+]ping ok\n[-]informer-sync failed: not synced yet: nodes\nreadyz check failed\n"),
+])
+def test_health_report(checks: dict[str, str | None], verbose: bool, status: int,
+                       body: str) -> None:
+    assert health_report("readyz", checks, verbose=verbose) == (status, body)

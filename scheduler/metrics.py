@@ -1,0 +1,90 @@
+"""What the scheduler's HTTP endpoint says: health reports and the /metrics page.
+
+Pure functions of plain values; `scheduler.server` serves them. The names follow
+kube-scheduler's where the meaning is the same (`scheduler_pending_pods`,
+`scheduler_schedule_attempts_total`, `scheduler_cache_size`); the one without a kube
+counterpart is prefixed `kubelite_`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+# The outcome of one scheduling attempt (kube's `result` label): bound, no node fits,
+# or anything else that went wrong (a plugin error, a failed bind, a lost race to bind).
+SCHEDULED = "scheduled"
+UNSCHEDULABLE = "unschedulable"
+ERROR = "error"
+ATTEMPT_RESULTS = (SCHEDULED, UNSCHEDULABLE, ERROR)
+
+# Where a pending pod waits (kube's `queue` label): `active` for the loop; `backoff`
+# after an error; `unschedulable` after an attempt no node could take (a node change
+# or the end of its back-off brings it back).
+PENDING_QUEUES = ("active", "backoff", "unschedulable")
+CACHE_TYPES = ("nodes", "pods", "assumed_pods")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    profile: str  # the scheduler name, kube's `profile` label
+    pending: Mapping[str, int]  # queue -> pods
+    in_flight: int  # popped by the loop, not bound or failed yet
+    attempts: Mapping[str, int]  # result -> attempts since start
+    cache: Mapping[str, int]  # type -> objects
+
+
+def label_value(value: str) -> str:
+    """A Prometheus label value, escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def metric_family(name: str, kind: str, help_text: str,
+                  samples: list[tuple[dict[str, str], int]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
+    for labels, value in samples:
+        rendered = ",".join(f'{key}="{label_value(v)}"' for key, v in labels.items())
+        lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
+    return lines
+
+
+def render_metrics(snapshot: MetricsSnapshot) -> str:
+    """The Prometheus text exposition of a snapshot; every label value is always present."""
+    lines = metric_family(
+        "scheduler_pending_pods", "gauge",
+        "Pods waiting to be scheduled, by queue (active, backoff, unschedulable).",
+        [({"queue": q}, snapshot.pending.get(q, 0)) for q in PENDING_QUEUES])
+    lines += metric_family(
+        "kubelite_scheduler_pods_in_flight", "gauge",
+        "Pods in a scheduling attempt or a bind right now.",
+        [({}, snapshot.in_flight)])
+    lines += metric_family(
+        "scheduler_schedule_attempts_total", "counter",
+        "Scheduling attempts by result: scheduled (bound), unschedulable (no node fits), "
+        "error.",
+        [({"profile": snapshot.profile, "result": r}, snapshot.attempts.get(r, 0))
+         for r in ATTEMPT_RESULTS])
+    lines += metric_family(
+        "scheduler_cache_size", "gauge",
+        "Nodes, pods (bound or assumed) and assumed pods in the scheduler's cache.",
+        [({"type": t}, snapshot.cache.get(t, 0)) for t in CACHE_TYPES])
+    return "\n".join(lines) + "\n"
+
+
+def health_report(endpoint: str, checks: Mapping[str, str | None], *,
+                  verbose: bool) -> tuple[int, str]:
+    """HTTP status and body of /healthz, /livez or /readyz, worded as kube's.
+
+    `checks` maps each check's name to None when it passes, else to why it fails.
+    A failure answers 503 and names every check; success answers `ok`, or the list of
+    checks when `?verbose` was asked for.
+    """
+    failed = any(reason is not None for reason in checks.values())
+    if not failed and not verbose:
+        return 200, "ok"
+    lines = [f"[+]{name} ok" if reason is None else f"[-]{name} failed: {reason}"
+             for name, reason in checks.items()]
+    lines.append(f"{endpoint} check {'failed' if failed else 'passed'}")
+    return (503 if failed else 200), "\n".join(lines) + "\n"
