@@ -38,7 +38,10 @@ def main() -> None:
     app = create_app([s for s in args.etcd_servers.split(",") if s],
                      etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl)
     uvicorn.run(app, host=args.bind_address, port=args.port, log_level=args.log_level.lower(),
-                access_log=False, timeout_graceful_shutdown=3, log_config=None)
+                access_log=False, timeout_graceful_shutdown=3, log_config=None,
+                # clients keep connections (informers, kubectl); closing idle ones after
+                # uvicorn's 5 s default races with their reuse (a ReadError on the client)
+                timeout_keep_alive=120)
 
 
 if __name__ == "__main__":
