@@ -1,8 +1,10 @@
-"""The HTTP face of the apiserver: one route serves every resource under /api/v1.
+"""The HTTP face of the apiserver: one route serves every resource of every group.
 
-A request is parsed into a `Target` (resource, namespace, name, subresource), its body
-decoded (JSON or YAML, size- and type-checked), handed to the `Registry` verb, and the
-answer rendered as JSON, as a Table when kubectl asks for one, or as a watch stream.
+`/api/v1/...` (the core group) and `/apis/{group}/{version}/...` (every other group)
+go to the same dispatcher. A request is parsed into a `Target` (resource, namespace,
+name, subresource), its body decoded (JSON or YAML, size- and type-checked), handed to
+the `Registry` verb, and the answer rendered as JSON, as a Table when kubectl asks for
+one, or as a watch stream.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from apiserver import discovery, patch, tables
-from apiserver.registry import Registry
-from apiserver.resources import RESOURCES, Resource
+from apiserver.registry import Registry, status_details
+from apiserver.resources import RESOURCES, Resource, group_version, lookup
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.storage import Storage, Unavailable
 from apiserver.watch import WatchRequest, open_watch, watch_lines
@@ -52,15 +54,19 @@ class Target:
     subresource: str | None
 
 
-def parse_target(path: str) -> Target:
-    """`namespaces/default/pods/web/status` -> Target(pods, default, web, status)."""
+def parse_target(api_version: str, path: str) -> Target:
+    """("v1", `namespaces/default/pods/web/status`) -> Target(pods, default, web, status).
+
+    `api_version` is the group/version the path was under: "v1" for `/api/v1`,
+    "coordination.k8s.io/v1" for `/apis/coordination.k8s.io/v1`.
+    """
     parts = [p for p in path.strip("/").split("/") if p]
     namespace: str | None = None
     if (len(parts) >= 3 and parts[0] == "namespaces" and parts[2] not in ("status", "finalize")):
         namespace, parts = parts[1], parts[2:]
     if not parts or len(parts) > 3:
         raise errors.NotFound("the server could not find the requested resource")
-    resource = RESOURCES.get(parts[0])
+    resource = lookup(api_version, parts[0])
     if resource is None or (namespace is not None and not resource.namespaced):
         raise errors.NotFound("the server could not find the requested resource")
     name = parts[1] if len(parts) > 1 else None
@@ -130,19 +136,20 @@ async def decode_object(request: Request, resource: Resource, *, kind: str | Non
         raise errors.BadRequest("the body of the request was empty")
     body = parse_document(raw, fmt)
     expected_kind = kind or resource.kind
+    version = resource.version
     if not isinstance(body, dict):
         raise errors.BadRequest(f"the body of the request is not a {expected_kind} object")
     body_kind, api_version = body.get("kind"), body.get("apiVersion")
     if body_kind not in (None, "", expected_kind):
-        raise errors.BadRequest(f'{expected_kind} in version "v1" cannot be handled as a '
-                                f'{expected_kind}: kind "{body_kind}" does not match '
+        raise errors.BadRequest(f'{expected_kind} in version "{version}" cannot be handled as '
+                                f'a {expected_kind}: kind "{body_kind}" does not match '
                                 f'"{expected_kind}"')
-    if api_version not in (None, "", "v1"):
+    if api_version not in (None, "", resource.api_version):
         raise errors.BadRequest(f'the API version in the data ({api_version}) does not match '
-                                f'the expected API version (v1)')
+                                f'the expected API version ({resource.api_version})')
     if not isinstance(body.get("metadata", {}), dict):
-        raise errors.BadRequest(f'{expected_kind} in version "v1" cannot be handled as a '
-                                f'{expected_kind}: metadata must be an object')
+        raise errors.BadRequest(f'{expected_kind} in version "{version}" cannot be handled as '
+                                f'a {expected_kind}: metadata must be an object')
     return body
 
 
@@ -153,19 +160,20 @@ def check_body_namespace(body: dict[str, Any], namespace: str | None) -> None:
                                 "namespace sent on the request")
 
 
-def unknown_field_outcome(request: Request, kind: str, unknown: list[str]) -> dict[str, str]:
-    """fieldValidation=Strict rejects unknown fields; Warn (the default) reports them."""
-    if not unknown:
-        return {}
+def field_validation(request: Request) -> str:
+    """The fieldValidation query parameter: Strict, Warn (the default) or Ignore."""
     mode = request.query_params.get("fieldValidation", "Warn")
     if mode not in ("Strict", "Warn", "Ignore"):
         raise errors.BadRequest(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", '
                                 f'got "{mode}"')
-    described = ", ".join(f'unknown field "{path}"' for path in unknown)
-    if mode == "Strict":
-        raise errors.BadRequest(f'{kind} in version "v1" cannot be handled as a {kind}: '
-                                f'strict decoding error: {described}')
-    if mode == "Warn":
+    return mode
+
+
+def unknown_field_outcome(request: Request, unknown: list[str]) -> dict[str, str]:
+    """The Warning header of fieldValidation=Warn (Strict refused them before writing)."""
+    if not unknown:
+        return {}
+    if field_validation(request) == "Warn":
         return {"Warning": ", ".join(
             '299 - "' + f'unknown field "{p}"'.replace('"', '\\"') + '"' for p in unknown)}
     return {}
@@ -189,8 +197,8 @@ class ApiServer:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
 
-    async def dispatch(self, request: Request, path: str) -> Response:
-        target = parse_target(path)
+    async def dispatch(self, request: Request, api_version: str, path: str) -> Response:
+        target = parse_target(api_version, path)
         method = request.method
         if target.name is None:
             if method == "GET":
@@ -249,7 +257,8 @@ class ApiServer:
             return json_response(tables.to_table(
                 target.resource.plural, items, resource_version=str(revision),
                 include_object=request.query_params.get("includeObject", "Metadata")))
-        return json_response({"kind": target.resource.list_kind, "apiVersion": "v1",
+        return json_response({"kind": target.resource.list_kind,
+                              "apiVersion": target.resource.api_version,
                               "metadata": {"resourceVersion": str(revision)}, "items": items})
 
     async def watch(self, request: Request, target: Target, labels: Any, fields: Any,
@@ -279,22 +288,27 @@ class ApiServer:
     # -- writes ------------------------------------------------------------------------
 
     async def create(self, request: Request, target: Target) -> Response:
+        strict = field_validation(request) == "Strict"
         body = await decode_object(request, target.resource)
         check_body_namespace(body, target.namespace)
-        obj, unknown = await self.registry.create(target.resource, target.namespace, body)
-        headers = unknown_field_outcome(request, target.resource.kind, unknown)
+        obj, unknown = await self.registry.create(target.resource, target.namespace, body,
+                                                  strict=strict)
+        headers = unknown_field_outcome(request, unknown)
         log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(obj, 201, headers)
 
     async def update(self, request: Request, target: Target) -> Response:
         assert target.name is not None
+        strict = field_validation(request) == "Strict"
         body = await decode_object(request, target.resource)
         check_body_namespace(body, target.namespace)
-        obj, unknown = await self.registry.update(target.resource, target.namespace,
-                                                  target.name, body,
-                                                  subresource=target.subresource)
-        headers = unknown_field_outcome(request, target.resource.kind, unknown)
-        return json_response(obj, 200, headers)
+        obj, unknown, created = await self.registry.update(target.resource, target.namespace,
+                                                           target.name, body, strict=strict,
+                                                           subresource=target.subresource)
+        headers = unknown_field_outcome(request, unknown)
+        if created:
+            log.info("created %s %s", target.resource.plural, describe(obj))
+        return json_response(obj, 201 if created else 200, headers)
 
     async def patch(self, request: Request, target: Target) -> Response:
         assert target.name is not None
@@ -348,10 +362,10 @@ class ApiServer:
                  target.resource.plural, describe(obj))
         if target.resource.returns_deleted_object or not deleted:
             return json_response(obj)
-        return json_response({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-            "details": {"name": target.name, "kind": target.resource.plural,
-                        "uid": obj["metadata"].get("uid")}})
+        details = {**status_details(target.resource, target.name),
+                   "uid": obj["metadata"].get("uid")}
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                              "status": "Success", "details": details})
 
     async def bind(self, request: Request, target: Target) -> Response:
         assert target.name is not None and target.namespace is not None
@@ -450,9 +464,9 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def api_error(request: Request, exc: errors.ApiError) -> Response:
         return status_response(exc)
 
-    async def handle(request: Request, path: str) -> Response:
+    async def serve(request: Request, api_version: str, path: str) -> Response:
         try:
-            return await server.dispatch(request, path)
+            return await server.dispatch(request, api_version, path)
         except errors.ApiError as e:
             return status_response(e)
         except Unavailable as e:
@@ -460,9 +474,18 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             return status_response(errors.ServiceUnavailable(
                 f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
 
-    app.include_router(discovery.router)  # before the catch-all below
-    app.add_api_route("/api/v1/{path:path}", handle,
-                      methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+    async def handle_core(request: Request, path: str) -> Response:
+        return await serve(request, "v1", path)
+
+    async def handle_group(request: Request, group: str, version: str, path: str) -> Response:
+        return await serve(request, group_version(group, version), path)
+
+    verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+    app.include_router(discovery.router)  # before the catch-alls below
+    app.add_api_route("/api/v1/{path:path}", handle_core, methods=verbs,
+                      include_in_schema=False)
+    app.add_api_route("/apis/{group}/{version}/{path:path}", handle_group, methods=verbs,
+                      include_in_schema=False)
 
     @app.get("/healthz", include_in_schema=False)
     @app.get("/livez", include_in_schema=False)

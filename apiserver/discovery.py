@@ -2,12 +2,15 @@
 
 - `GET /api` and `GET /apis`: APIVersions and APIGroupList, or, when the client asks for it
   first in `Accept` (kubectl and client-go do), the aggregated discovery document
-  (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) that carries every resource in one answer.
-- `GET /api/v1`: the APIResourceList of core/v1 (verbs, short names, categories).
+  (`apidiscovery.k8s.io/v2` APIGroupDiscoveryList) that carries every resource in one answer:
+  the core group for `/api`, every other group (coordination.k8s.io) for `/apis`.
+- `GET /api/v1` and `GET /apis/{group}/{version}`: the APIResourceList of one group version
+  (verbs, short names, categories); `GET /apis/{group}`: the APIGroup.
 - `GET /version`: the version.Info kubectl prints, and compares with its own for skew.
-- `GET /openapi/v3` and `GET /openapi/v3/api/v1`: kubectl learns from the PATCH operations'
-  `fieldValidation` parameter that the server validates fields itself (`kubectl create`
-  then sends `?fieldValidation=Strict` instead of validating against a downloaded schema).
+- `GET /openapi/v3`, `GET /openapi/v3/api/v1` and `GET /openapi/v3/apis/{group}/{version}`:
+  kubectl learns from the PATCH operations' `fieldValidation` parameter that the server
+  validates fields itself (`kubectl create` then sends `?fieldValidation=Strict` instead of
+  validating against a downloaded schema).
   `/openapi/v2` is not served (404): kubectl 1.37 only falls back to it when v3 fails.
 - `GET .../services`: an always-empty, read-only list, so that `kubectl cluster-info` works.
 """
@@ -24,7 +27,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic.json_schema import models_json_schema
 
-from apiserver.resources import RESOURCES
+from apiserver.resources import RESOURCES, group_version, groups
 from common import models
 from common.errors import NotFound
 
@@ -53,7 +56,7 @@ class Subresource:
 
 @dataclass(frozen=True, slots=True)
 class ResourceInfo:
-    """A core/v1 resource as discovery describes it."""
+    """A resource as discovery describes it."""
 
     plural: str
     singular: str
@@ -63,6 +66,8 @@ class ResourceInfo:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     subresources: tuple[Subresource, ...] = ()
+    group: str = ""
+    version: str = "v1"
 
 
 def subresource_info(name: str, kind: str) -> Subresource:
@@ -85,17 +90,19 @@ SERVICES = ResourceInfo(plural="services", singular="service", kind="Service", n
                         verbs=("get", "list"), short_names=("svc",), categories=("all",))
 
 
-def core_resources() -> list[ResourceInfo]:
-    """Every core/v1 resource the apiserver serves, sorted by name as kube-apiserver lists."""
-    infos = [SERVICES]
+def served_resources(group: str, version: str) -> list[ResourceInfo]:
+    """Every resource of one group version, sorted by name as kube-apiserver lists them."""
+    infos = [SERVICES] if (group, version) == ("", "v1") else []
     for plural, resource in RESOURCES.items():
+        if (resource.group, resource.version) != (group, version):
+            continue
         subresources = tuple(subresource_info(name, resource.kind)
                              for name in sorted(resource.subresources))
         infos.append(ResourceInfo(
             plural=plural, singular=resource.kind.lower(), kind=resource.kind,
             namespaced=resource.namespaced, verbs=ALL_VERBS,
             short_names=SHORT_NAMES.get(plural, ()), categories=CATEGORIES.get(plural, ()),
-            subresources=subresources))
+            subresources=subresources, group=group, version=version))
     return sorted(infos, key=lambda info: info.plural)
 
 
@@ -106,8 +113,28 @@ def api_versions(server_address: str) -> dict[str, Any]:
         {"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}]}
 
 
+def _group_version_for_discovery(group: str, version: str) -> dict[str, str]:
+    return {"groupVersion": group_version(group, version), "version": version}
+
+
+def group_entry(group: str, versions: list[str]) -> dict[str, Any]:
+    """One APIGroup of an APIGroupList (the preferred version first)."""
+    return {"name": group,
+            "versions": [_group_version_for_discovery(group, v) for v in versions],
+            "preferredVersion": _group_version_for_discovery(group, versions[0])}
+
+
 def api_group_list() -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+    return {"kind": "APIGroupList", "apiVersion": "v1",
+            "groups": [group_entry(group, versions) for group, versions in groups().items()]}
+
+
+def api_group(name: str) -> dict[str, Any] | None:
+    """`GET /apis/{group}`: the APIGroup, or None when the group is not served."""
+    versions = groups().get(name)
+    if not versions:
+        return None
+    return {"kind": "APIGroup", "apiVersion": "v1", **group_entry(name, versions)}
 
 
 def api_resource(info: ResourceInfo) -> dict[str, Any]:
@@ -126,23 +153,33 @@ def api_subresource(info: ResourceInfo, sub: Subresource) -> dict[str, Any]:
             "namespaced": info.namespaced, "kind": sub.kind, "verbs": list(sub.verbs)}
 
 
-def api_resource_list() -> dict[str, Any]:
+def api_resource_list(group: str = "", version: str = "v1") -> dict[str, Any] | None:
+    """The APIResourceList of one group version; None when nothing is served there.
+
+    Like kube-apiserver, the core group's list (`/api/v1`) has no apiVersion."""
+    infos = served_resources(group, version)
+    if not infos:
+        return None
     resources = []
-    for info in core_resources():
+    for info in infos:
         resources.append(api_resource(info))
         resources.extend(api_subresource(info, sub) for sub in info.subresources)
-    return {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources}
+    head: dict[str, Any] = {"kind": "APIResourceList"}
+    if group:
+        head["apiVersion"] = "v1"
+    return {**head, "groupVersion": group_version(group, version), "resources": resources}
 
 
 # --- aggregated discovery --------------------------------------------------------------------
 
-def _response_kind(kind: str) -> dict[str, str]:
-    return {"group": "", "version": "v1", "kind": kind}
+def _response_kind(kind: str, group: str = "", version: str = "v1") -> dict[str, str]:
+    return {"group": group, "version": version, "kind": kind}
 
 
 def aggregated_resource(info: ResourceInfo) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "resource": info.plural, "responseKind": _response_kind(info.kind),
+        "resource": info.plural,
+        "responseKind": _response_kind(info.kind, info.group, info.version),
         "scope": "Namespaced" if info.namespaced else "Cluster",
         "singularResource": info.singular, "verbs": list(info.verbs),
     }
@@ -152,18 +189,28 @@ def aggregated_resource(info: ResourceInfo) -> dict[str, Any]:
         entry["categories"] = list(info.categories)
     if info.subresources:
         entry["subresources"] = [
-            {"subresource": sub.name, "responseKind": _response_kind(sub.kind),
+            {"subresource": sub.name,
+             "responseKind": _response_kind(sub.kind, info.group, info.version),
              "verbs": list(sub.verbs)} for sub in info.subresources]
     return entry
 
 
+def aggregated_group(group: str, versions: list[str]) -> dict[str, Any]:
+    """One APIGroupDiscovery: the core group has no name."""
+    metadata: dict[str, Any] = {"name": group} if group else {}
+    metadata["creationTimestamp"] = None
+    return {"metadata": metadata, "versions": [
+        {"version": version, "freshness": "Current",
+         "resources": [aggregated_resource(info) for info in served_resources(group, version)]}
+        for version in versions]}
+
+
 def aggregated_discovery(version: str, *, core: bool) -> dict[str, Any]:
-    """APIGroupDiscoveryList: for /api the core group, for /apis (no groups) nothing."""
-    items = []
+    """APIGroupDiscoveryList: for /api the core group, for /apis every other group."""
     if core:
-        items.append({"metadata": {"creationTimestamp": None}, "versions": [{
-            "version": "v1", "freshness": "Current",
-            "resources": [aggregated_resource(info) for info in core_resources()]}]})
+        items = [aggregated_group("", ["v1"])]
+    else:
+        items = [aggregated_group(group, versions) for group, versions in groups().items()]
     return {"kind": AGGREGATED_KIND, "apiVersion": f"{AGGREGATED_GROUP}/{version}",
             "metadata": {}, "items": items}
 
@@ -260,36 +307,78 @@ DELETE_PARAMS = [
     _query("propagationPolicy", "Whether and how garbage collection will be performed."),
 ]
 PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json")
-GROUP_SCHEMA_PREFIX = "io.k8s.api.core.v1."
 META_SCHEMA_PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1."
 
 
-def _ref(kind: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{GROUP_SCHEMA_PREFIX}{kind}"}
+@dataclass(frozen=True, slots=True)
+class GroupVersion:
+    """How kube-openapi names one group version's schemas, tags and operations."""
+
+    group: str
+    version: str
+
+    @property
+    def words(self) -> list[str]:
+        """`coordination.k8s.io` -> ["coordination"]; the core group is "core"."""
+        name = self.group.removesuffix(".k8s.io") if self.group else "core"
+        return name.split(".")
+
+    @property
+    def schema_prefix(self) -> str:
+        """`io.k8s.api.core.v1.`, `io.k8s.api.coordination.v1.` (the Go package path)."""
+        return f"io.k8s.api.{self.words[0]}.{self.version}."
+
+    @property
+    def tag(self) -> str:
+        """`core_v1`, `coordination_v1`."""
+        first, *rest = self.words
+        return first + "".join(w.capitalize() for w in rest) + f"_{self.version}"
+
+    @property
+    def operation_prefix(self) -> str:
+        """`CoreV1`, `CoordinationV1`: what operation ids start with after the verb."""
+        return "".join(w.capitalize() for w in self.words) + self.version.capitalize()
+
+    @property
+    def path(self) -> str:
+        """The key of the OpenAPI v3 index: `api/v1`, `apis/coordination.k8s.io/v1`."""
+        return f"apis/{self.group}/{self.version}" if self.group else f"api/{self.version}"
 
 
-def _json_body(kind: str) -> dict[str, Any]:
-    return {"content": {JSON: {"schema": _ref(kind)}}, "required": True}
+def served_group_versions() -> list[GroupVersion]:
+    """The core group version first, then every other one."""
+    return [GroupVersion("", "v1")] + [GroupVersion(group, version)
+                                       for group, versions in groups().items()
+                                       for version in versions]
 
 
-def _operation(verb: str, info: ResourceInfo, kind: str, action: str,
+def _ref(gv: GroupVersion, kind: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{gv.schema_prefix}{kind}"}
+
+
+def _json_body(gv: GroupVersion, kind: str) -> dict[str, Any]:
+    return {"content": {JSON: {"schema": _ref(gv, kind)}}, "required": True}
+
+
+def _operation(gv: GroupVersion, verb: str, info: ResourceInfo, kind: str, action: str,
                params: list[dict[str, Any]], sub: str = "") -> dict[str, Any]:
     suffix = sub.capitalize()
     scope = "Namespaced" if info.namespaced else ""
     operation: dict[str, Any] = {
-        "tags": ["core_v1"],
-        "operationId": f"{verb}CoreV1{scope}{info.kind}{suffix}",
+        "tags": [gv.tag],
+        "operationId": f"{verb}{gv.operation_prefix}{scope}{info.kind}{suffix}",
         "parameters": params,
-        "responses": {"200": {"description": "OK", "content": {JSON: {"schema": _ref(kind)}}}},
+        "responses": {"200": {"description": "OK",
+                              "content": {JSON: {"schema": _ref(gv, kind)}}}},
         "x-kubernetes-action": action,
         # Every operation on a resource names the resource's kind, lists and status too.
-        "x-kubernetes-group-version-kind": _response_kind(info.kind),
+        "x-kubernetes-group-version-kind": _response_kind(info.kind, gv.group, gv.version),
     }
     return operation
 
 
-def _patch(info: ResourceInfo, kind: str, sub: str = "") -> dict[str, Any]:
-    operation = _operation("patch", info, kind, "patch",
+def _patch(gv: GroupVersion, info: ResourceInfo, kind: str, sub: str = "") -> dict[str, Any]:
+    operation = _operation(gv, "patch", info, kind, "patch",
                            [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], sub)
     # No strategic-merge-patch here on purpose: kubectl apply then builds its strategic merge
     # patch from its compiled-in Pod/Node types instead of from this (partial) schema.
@@ -298,10 +387,10 @@ def _patch(info: ResourceInfo, kind: str, sub: str = "") -> dict[str, Any]:
     return operation
 
 
-def _collection_path(info: ResourceInfo) -> str:
+def _collection_path(gv: GroupVersion, info: ResourceInfo) -> str:
     if info.namespaced:
-        return f"/api/v1/namespaces/{{namespace}}/{info.plural}"
-    return f"/api/v1/{info.plural}"
+        return f"/{gv.path}/namespaces/{{namespace}}/{info.plural}"
+    return f"/{gv.path}/{info.plural}"
 
 
 def _path_params(info: ResourceInfo, *, named: bool) -> list[dict[str, Any]]:
@@ -314,36 +403,35 @@ def _path_params(info: ResourceInfo, *, named: bool) -> list[dict[str, Any]]:
     return [*params, PRETTY]
 
 
-def resource_paths(info: ResourceInfo) -> dict[str, Any]:
-    collection = _collection_path(info)
+def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
+    collection = _collection_path(gv, info)
     item = f"{collection}/{{name}}"
     list_kind = f"{info.kind}List"
+    write_params = [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]
     paths: dict[str, Any] = {
         collection: {
-            "get": _operation("list", info, list_kind, "list", LIST_PARAMS),
-            "post": {**_operation("create", info, info.kind, "post",
-                                  [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]),
-                     "requestBody": _json_body(info.kind)},
+            "get": _operation(gv, "list", info, list_kind, "list", LIST_PARAMS),
+            "post": {**_operation(gv, "create", info, info.kind, "post", write_params),
+                     "requestBody": _json_body(gv, info.kind)},
             "parameters": _path_params(info, named=False),
         },
         item: {
-            "get": _operation("read", info, info.kind, "get", []),
-            "put": {**_operation("replace", info, info.kind, "put",
-                                 [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]),
-                    "requestBody": _json_body(info.kind)},
-            "patch": _patch(info, info.kind),
-            "delete": _operation("delete", info, info.kind, "delete", DELETE_PARAMS),
+            "get": _operation(gv, "read", info, info.kind, "get", []),
+            "put": {**_operation(gv, "replace", info, info.kind, "put", write_params),
+                    "requestBody": _json_body(gv, info.kind)},
+            "patch": _patch(gv, info, info.kind),
+            "delete": _operation(gv, "delete", info, info.kind, "delete", DELETE_PARAMS),
             "parameters": _path_params(info, named=True),
         },
     }
     for sub in info.subresources:
         if sub.name == "status":
             paths[f"{item}/status"] = {
-                "get": _operation("read", info, sub.kind, "get", [], "status"),
-                "put": {**_operation("replace", info, sub.kind, "put",
-                                     [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], "status"),
-                        "requestBody": _json_body(sub.kind)},
-                "patch": _patch(info, sub.kind, "status"),
+                "get": _operation(gv, "read", info, sub.kind, "get", [], "status"),
+                "put": {**_operation(gv, "replace", info, sub.kind, "put", write_params,
+                                     "status"),
+                        "requestBody": _json_body(gv, sub.kind)},
+                "patch": _patch(gv, info, sub.kind, "status"),
                 "parameters": _path_params(info, named=True),
             }
     return paths
@@ -358,93 +446,103 @@ KIND_DESCRIPTIONS = {
              "retention time and triggers and messages may evolve with time.",
     "Namespace": "Namespace provides a scope for Names. Use of multiple namespaces is "
                  "optional.",
+    "Lease": "Lease defines a lease concept.",
+    "LeaseSpec": "LeaseSpec is a specification of a Lease.",
     "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
                   "includes all objects users must create.",
 }
 META_TYPES = ("ObjectMeta", "OwnerReference")
-SERVED_MODELS = (models.Pod, models.Node, models.Event, models.Namespace)
 
 
-def schema_name(model: str) -> str:
-    prefix = META_SCHEMA_PREFIX if model in META_TYPES else GROUP_SCHEMA_PREFIX
-    return prefix + model
+def served_models(gv: GroupVersion) -> list[type[models.KubeModel]]:
+    """The models of the kinds one group version serves (services have none: never written)."""
+    return [models.MODELS[info.plural] for info in served_resources(gv.group, gv.version)
+            if info.plural in models.MODELS]
 
 
-def kube_schema(node: Any) -> Any:
+def schema_name(gv: GroupVersion, model: str) -> str:
+    return (META_SCHEMA_PREFIX if model in META_TYPES else gv.schema_prefix) + model
+
+
+def kube_schema(node: Any, gv: GroupVersion) -> Any:
     """Pydantic's JSON schema in the dialect kube-openapi writes (and kubectl explain reads).
 
     Optional fields lose their `null` alternative, references are wrapped in `allOf` the way
     kube-openapi does, and pydantic's titles and `default: null` go.
     """
     if isinstance(node, list):
-        return [kube_schema(item) for item in node]
+        return [kube_schema(item, gv) for item in node]
     if not isinstance(node, dict):
         return node
     if "anyOf" in node:
         options = [option for option in node["anyOf"] if option != {"type": "null"}]
         if len(options) == 1:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
-            return kube_schema({**rest, **options[0]})
-    result = {key: kube_schema(value) for key, value in node.items()
+            return kube_schema({**rest, **options[0]}, gv)
+    result = {key: kube_schema(value, gv) for key, value in node.items()
               if key not in ("$ref", "title", "properties")
               and not (key == "default" and value is None)}
     if "properties" in node:  # field names, not schema keywords
-        result["properties"] = {name: kube_schema(prop)
+        result["properties"] = {name: kube_schema(prop, gv)
                                 for name, prop in node["properties"].items()}
     if "$ref" in node:
         model = node["$ref"].rsplit("/", 1)[-1]
-        result["allOf"] = [{"$ref": f"#/components/schemas/{schema_name(model)}"}]
+        result["allOf"] = [{"$ref": f"#/components/schemas/{schema_name(gv, model)}"}]
     return result
 
 
-def _list_schema(kind: str) -> dict[str, Any]:
+def _list_schema(gv: GroupVersion, kind: str) -> dict[str, Any]:
     return {
         "description": f"{kind}List is a list of {kind} objects.",
         "type": "object",
         "properties": {
             "apiVersion": {"type": "string"}, "kind": {"type": "string"},
-            "items": {"type": "array", "items": {"allOf": [_ref(kind)]}},
+            "items": {"type": "array", "items": {"allOf": [_ref(gv, kind)]}},
         },
-        "x-kubernetes-group-version-kind": [_response_kind(f"{kind}List")],
+        "x-kubernetes-group-version-kind": [_response_kind(f"{kind}List", gv.group,
+                                                           gv.version)],
     }
 
 
-def schemas() -> dict[str, Any]:
-    """components.schemas: the served kinds, as common.models describes them."""
-    _, document = models_json_schema([(model, "validation") for model in SERVED_MODELS],
+def schemas(gv: GroupVersion) -> dict[str, Any]:
+    """components.schemas: the kinds of one group version, as common.models describes them."""
+    served = served_models(gv)
+    _, document = models_json_schema([(model, "validation") for model in served],
                                      by_alias=True, ref_template="#/components/schemas/{model}")
     result: dict[str, Any] = {}
     for model, schema in document["$defs"].items():
-        converted = kube_schema(schema)
+        converted = kube_schema(schema, gv)
         if model in KIND_DESCRIPTIONS:
             converted["description"] = KIND_DESCRIPTIONS[model]
-        result[schema_name(model)] = converted
-    for model in SERVED_MODELS:
+        result[schema_name(gv, model)] = converted
+    for model in served:
         kind = model.__name__
-        result[schema_name(kind)]["x-kubernetes-group-version-kind"] = [_response_kind(kind)]
-        result[schema_name(f"{kind}List")] = _list_schema(kind)
+        result[schema_name(gv, kind)]["x-kubernetes-group-version-kind"] = [
+            _response_kind(kind, gv.group, gv.version)]
+        result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
     return result
 
 
 @cache
-def openapi_v3_core() -> bytes:
+def openapi_v3_document(gv: GroupVersion) -> bytes:
     paths: dict[str, Any] = {}
-    for info in core_resources():
+    for info in served_resources(gv.group, gv.version):
         if info is not SERVICES:
-            paths.update(resource_paths(info))
+            paths.update(resource_paths(gv, info))
     document = {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": GIT_VERSION},
-                "paths": paths, "components": {"schemas": schemas()}}
+                "paths": paths, "components": {"schemas": schemas(gv)}}
     return json.dumps(document, separators=(",", ":")).encode()
 
 
 @cache
-def openapi_v3_hash() -> str:
-    return hashlib.sha512(openapi_v3_core()).hexdigest().upper()
+def openapi_v3_hash(gv: GroupVersion) -> str:
+    return hashlib.sha512(openapi_v3_document(gv)).hexdigest().upper()
 
 
 def openapi_v3_index() -> dict[str, Any]:
-    return {"paths": {"api/v1": {
-        "serverRelativeURL": f"/openapi/v3/api/v1?hash={openapi_v3_hash()}"}}}
+    return {"paths": {gv.path: {"serverRelativeURL": f"/openapi/v3/{gv.path}"
+                                                     f"?hash={openapi_v3_hash(gv)}"}
+                      for gv in served_group_versions()}}
 
 
 # --- routes ----------------------------------------------------------------------------------
@@ -475,9 +573,26 @@ async def get_apis(request: Request) -> Response:
     return _discovery(request, api_group_list(), core=False)
 
 
+def _not_found() -> Response:
+    error = NotFound("the server could not find the requested resource")
+    return Response(json.dumps(error.status()), status_code=error.code, media_type=JSON)
+
+
 @router.get("/api/v1")
 async def get_api_v1() -> Response:
-    return _json(api_resource_list())
+    return _json(api_resource_list() or {})
+
+
+@router.get("/apis/{group}")
+async def get_api_group(group: str) -> Response:
+    found = api_group(group)
+    return _json(found) if found is not None else _not_found()
+
+
+@router.get("/apis/{group}/{version}")
+async def get_api_group_version(group: str, version: str) -> Response:
+    found = api_resource_list(group, version)
+    return _json(found) if found is not None else _not_found()
 
 
 @router.get("/version")
@@ -490,12 +605,23 @@ async def get_openapi_v3() -> Response:
     return _json(openapi_v3_index())
 
 
+def _openapi_v3(request: Request, gv: GroupVersion) -> Response:
+    if gv not in served_group_versions():
+        return _not_found()
+    headers = {"Etag": f'"{openapi_v3_hash(gv)}"'}
+    if request.query_params.get("hash") == openapi_v3_hash(gv):
+        headers["Cache-Control"] = "public, immutable"
+    return Response(openapi_v3_document(gv), media_type=JSON, headers=headers)
+
+
 @router.get("/openapi/v3/api/v1")
 async def get_openapi_v3_core(request: Request) -> Response:
-    headers = {"Etag": f'"{openapi_v3_hash()}"'}
-    if request.query_params.get("hash") == openapi_v3_hash():
-        headers["Cache-Control"] = "public, immutable"
-    return Response(openapi_v3_core(), media_type=JSON, headers=headers)
+    return _openapi_v3(request, GroupVersion("", "v1"))
+
+
+@router.get("/openapi/v3/apis/{group}/{version}")
+async def get_openapi_v3_group(request: Request, group: str, version: str) -> Response:
+    return _openapi_v3(request, GroupVersion(group, version))
 
 
 def empty_service_list() -> dict[str, Any]:

@@ -46,12 +46,16 @@ def without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_type_meta(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """A shallow copy of obj that starts with the resource's kind and apiVersion."""
+    rest = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+    return {"kind": resource.kind, "apiVersion": resource.api_version, **rest}
+
+
 def prepare_for_create(resource: Resource, obj: dict[str, Any], *,
                        namespace: str | None, now: datetime | None = None) -> dict[str, Any]:
     """Set server-owned metadata; drop the status a client may not set on create."""
-    out = dict(obj)
-    out["apiVersion"] = "v1"
-    out["kind"] = resource.kind
+    out = with_type_meta(resource, obj)
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_SET_META}
     if not meta.get("name") and meta.get("generateName"):
         meta["name"] = generate_name(meta["generateName"])
@@ -61,7 +65,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any], *,
         meta.pop("namespace", None)
     meta["uid"] = str(uuid.uuid4())
     meta["creationTimestamp"] = now_rfc3339(now)
-    if resource.has_status or "spec" in obj:
+    if resource.tracks_generation and (resource.has_status or "spec" in obj):
         meta["generation"] = 1
     out["metadata"] = meta
     if resource.has_status and not resource.keeps_status_on_create:
@@ -81,9 +85,7 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, A
         out = dict(old)
         out["status"] = new.get("status") or {}
         return out
-    out = dict(new)
-    out["apiVersion"] = "v1"
-    out["kind"] = resource.kind
+    out = with_type_meta(resource, new)
     old_meta = old.get("metadata") or {}
     meta = {k: v for k, v in (new.get("metadata") or {}).items() if k not in _SERVER_SET_META}
     for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",

@@ -41,9 +41,62 @@ Mutation = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_UPDATE_ATTEMPTS = 20
 
 
+def status_details(resource: Resource, name: str) -> dict[str, Any]:
+    """StatusDetails of an error about one object: `group` only for a named group."""
+    details: dict[str, Any] = {"name": name}
+    if resource.group:
+        details["group"] = resource.group
+    details["kind"] = resource.plural
+    return details
+
+
+def not_found(resource: Resource, name: str) -> errors.NotFound:
+    """`pods "web" not found`, `leases.coordination.k8s.io "node1" not found`."""
+    return errors.NotFound(f'{resource.qualified} "{name}" not found',
+                           details=status_details(resource, name))
+
+
+def already_exists(resource: Resource, name: str) -> errors.AlreadyExists:
+    return errors.AlreadyExists(f'{resource.qualified} "{name}" already exists',
+                                details=status_details(resource, name))
+
+
+def conflict(resource: Resource, name: str, why: str | None = None) -> errors.Conflict:
+    err = errors.conflict(resource.qualified, name, why)
+    err.details = status_details(resource, name)
+    return err
+
+
+def invalid(resource: Resource, name: str, causes: list[dict[str, str]]) -> errors.Invalid:
+    """NewInvalid(GroupKind, ...): `Lease.coordination.k8s.io "x" is invalid: ...`."""
+    err = errors.invalid(resource.qualified_kind, name, causes, group=resource.group)
+    err.details["kind"] = resource.kind
+    return err
+
+
+def decode(resource: Resource, body: dict[str, Any], *,
+           strict: bool) -> tuple[dict[str, Any], list[str]]:
+    """schema.decode; with fieldValidation=Strict an unknown field is the decoder's 400."""
+    pruned, unknown = schema.decode(resource.plural, body)
+    if strict and unknown:
+        kind = resource.kind
+        raise errors.BadRequest(f'{kind} in version "{resource.version}" cannot be handled as '
+                                f'a {kind}: {schema.strict_decoding_message(unknown)}')
+    return pruned, unknown
+
+
+def resource_version_required(resource: Resource, name: str) -> errors.Invalid:
+    """The store's answer to an unconditional PUT its strategy does not allow (kube names
+    the resource, not the kind, here)."""
+    err = errors.invalid(resource.qualified, name, [validation.invalid(
+        "metadata.resourceVersion", 0, "must be specified for an update")], group=resource.group)
+    err.details["kind"] = resource.plural
+    return err
+
+
 def check_no_causes(resource: Resource, name: str, causes: list[dict[str, str]]) -> None:
     if causes:
-        raise errors.invalid(resource.kind, name, causes)
+        raise invalid(resource, name, causes)
 
 
 def object_name(obj: dict[str, Any]) -> str:
@@ -101,7 +154,7 @@ class Registry:
     async def _get_kv(self, resource: Resource, namespace: str | None, name: str) -> KV:
         kv = await self.storage.get(self.key(resource, namespace, name))
         if kv is None:
-            raise errors.not_found(resource.plural, name)
+            raise not_found(resource, name)
         return kv
 
     async def list_objects(self, resource: Resource, namespace: str | None, *,
@@ -123,9 +176,10 @@ class Registry:
     # -- writes ------------------------------------------------------------------------
 
     async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
-                     ) -> tuple[dict[str, Any], list[str]]:
-        """Store a new object; returns it and the unknown fields that were dropped."""
-        pruned, unknown = schema.decode(resource.plural, body)
+                     *, strict: bool = False) -> tuple[dict[str, Any], list[str]]:
+        """Store a new object; returns it and the unknown fields that were dropped
+        (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written)."""
+        pruned, unknown = decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
         obj = defaults.default_object(resource.plural, obj)
         name = object_name(obj)
@@ -136,15 +190,17 @@ class Registry:
             revision = await self.storage.create(self.key(resource, namespace, name), obj,
                                                  lease=lease, requires=requires)
         except KeyExists:
-            raise errors.already_exists(resource.plural, name) from None
+            raise already_exists(resource, name) from None
         except RequiredKeyMissing:
             raise errors.not_found("namespaces", namespace or "") from None
         return objects.with_resource_version(obj, revision), unknown
 
     async def update(self, resource: Resource, namespace: str | None, name: str,
                      body: dict[str, Any], *, subresource: str | None = None,
-                     ) -> tuple[dict[str, Any], list[str]]:
-        pruned, unknown = schema.decode(resource.plural, body)
+                     strict: bool = False) -> tuple[dict[str, Any], list[str], bool]:
+        """Replace an object; returns it, the unknown fields dropped, and whether the PUT
+        created it (resources whose strategy allows create on update, like leases)."""
+        pruned, unknown = decode(resource, body, strict=strict)
         precondition = (body.get("metadata") or {}).get("resourceVersion") or None
         body_name = object_name(pruned)
         if body_name and body_name != name:
@@ -152,12 +208,24 @@ class Registry:
                 f"the name of the object ({body_name}) does not match the name on the URL ({name})")
 
         def replace(current: dict[str, Any]) -> dict[str, Any]:
+            if precondition is None and not resource.allow_unconditional_update:
+                raise resource_version_required(resource, name)
             return objects.prepare_for_update(resource, pruned, current, subresource=subresource)
 
-        updated = await self.guaranteed_update(resource, namespace, name, replace,
-                                               precondition=precondition,
-                                               subresource=subresource)
-        return updated, unknown
+        try:
+            updated = await self.guaranteed_update(resource, namespace, name, replace,
+                                                   precondition=precondition,
+                                                   subresource=subresource)
+        except errors.NotFound:
+            if subresource is not None or not resource.allow_create_on_update:
+                raise
+            meta = {k: v for k, v in (body.get("metadata") or {}).items()
+                    if k != "resourceVersion"}
+            created, _ = await self.create(resource, namespace,
+                                           {**body, "metadata": {**meta, "name": name}},
+                                           strict=strict)
+            return created, unknown, True
+        return updated, unknown, False
 
     async def guaranteed_update(self, resource: Resource, namespace: str | None, name: str,
                                 mutate: Mutation, *, precondition: str | None = None,
@@ -172,7 +240,7 @@ class Registry:
         kv = await self._get_kv(resource, namespace, name)
         for _ in range(MAX_UPDATE_ATTEMPTS):
             if precondition is not None and precondition != str(kv.mod_revision):
-                raise errors.conflict(resource.plural, name)
+                raise conflict(resource, name)
             new = mutate(kv.value)
             if validate:
                 new = defaults.default_object(resource.plural, new, old=kv.value)
@@ -188,12 +256,12 @@ class Registry:
                                                      lease=lease)
                 return objects.with_resource_version(new, revision)
             except KeyNotFound:
-                raise errors.not_found(resource.plural, name) from None
+                raise not_found(resource, name) from None
             except RevisionMismatch as e:
                 if precondition is not None or e.current is None:
-                    raise errors.conflict(resource.plural, name) from None
+                    raise conflict(resource, name) from None
                 kv = e.current
-        raise errors.conflict(resource.plural, name)
+        raise conflict(resource, name)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      grace_period: int | None = None,
@@ -221,10 +289,10 @@ class Registry:
                 last, revision = await self.storage.delete(key, expected_revision=kv.mod_revision)
                 return objects.with_resource_version(last.value, revision), True
             except KeyNotFound:
-                raise errors.not_found(resource.plural, name) from None
+                raise not_found(resource, name) from None
             except RevisionMismatch:
                 continue
-        raise errors.conflict(resource.plural, name)
+        raise conflict(resource, name)
 
     async def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
         pods = RESOURCES["pods"]
@@ -258,14 +326,14 @@ def check_preconditions(resource: Resource, name: str, kv: KV,
                         preconditions: dict[str, Any]) -> None:
     uid = preconditions.get("uid")
     if uid and uid != (kv.value.get("metadata") or {}).get("uid"):
-        raise errors.conflict(resource.plural, name,
-                              f"Precondition failed: UID in precondition: {uid}, "
-                              f"UID in object meta: {(kv.value.get('metadata') or {}).get('uid')}")
+        raise conflict(resource, name,
+                       f"Precondition failed: UID in precondition: {uid}, "
+                       f"UID in object meta: {(kv.value.get('metadata') or {}).get('uid')}")
     rv = preconditions.get("resourceVersion")
     if rv and rv != str(kv.mod_revision):
-        raise errors.conflict(resource.plural, name,
-                              f"Precondition failed: ResourceVersion in precondition: {rv}, "
-                              f"ResourceVersion in object meta: {kv.mod_revision}")
+        raise conflict(resource, name,
+                       f"Precondition failed: ResourceVersion in precondition: {rv}, "
+                       f"ResourceVersion in object meta: {kv.mod_revision}")
 
 
 def matches(resource: Resource, obj: dict[str, Any], labels: LabelSelector | None,

@@ -144,6 +144,17 @@ NAMESPACE_COLUMNS = [
     _column("Age", CREATION_TIMESTAMP_DOC),
 ]
 
+HOLDER_IDENTITY_DOC = (
+    "holderIdentity contains the identity of the holder of a current lease. If Coordinated "
+    "Leader Election is used, the holder identity must be equal to the elected "
+    "LeaseCandidate.metadata.name field."
+)
+LEASE_COLUMNS = [
+    _column("Name", NAME_DOC, format_="name"),
+    _column("Holder", HOLDER_IDENTITY_DOC),
+    _column("Age", CREATION_TIMESTAMP_DOC),
+]
+
 
 # --- content negotiation ---------------------------------------------------------------------
 
@@ -458,6 +469,15 @@ def namespace_cells(namespace: dict[str, Any], now: datetime) -> list[Any]:
             format_age(metadata.get("creationTimestamp"), now)]
 
 
+# --- leases ----------------------------------------------------------------------------------
+
+def lease_cells(lease: dict[str, Any], now: datetime) -> list[Any]:
+    """printLease: an unset holder is an empty cell, not <none>."""
+    metadata = lease.get("metadata") or {}
+    return [metadata.get("name", ""), (lease.get("spec") or {}).get("holderIdentity") or "",
+            format_age(metadata.get("creationTimestamp"), now)]
+
+
 POD_ROW_CONDITIONS = {
     "Succeeded": [{"type": "Completed", "status": "True", "reason": "Succeeded",
                    "message": "The pod has completed successfully."}],
@@ -477,6 +497,7 @@ PRINTERS = {
     "nodes": (NODE_COLUMNS, node_cells),
     "events": (EVENT_COLUMNS, event_cells),
     "namespaces": (NAMESPACE_COLUMNS, namespace_cells),
+    "leases": (LEASE_COLUMNS, lease_cells),
 }
 
 

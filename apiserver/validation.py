@@ -3,7 +3,8 @@
 Each problem is a cause `{"reason", "message", "field"}` as kube's field.Error renders it
 (reason = the error type, message = ErrorBody()). Rules and texts follow
 apimachinery/pkg/util/validation, apimachinery/pkg/api/validation (ObjectMeta) and
-pkg/apis/core/validation (pods, nodes, events, namespaces, bindings); the generic
+pkg/apis/core/validation (pods, nodes, events, namespaces, bindings) and
+pkg/apis/coordination/validation (leases); the generic
 registry's BeforeCreate/BeforeUpdate checks (names as path segments, immutable
 metadata) are included. Objects are validated after defaulting.
 """
@@ -376,7 +377,7 @@ def go_time(rfc3339: str) -> GoPrinted:
 
 # --- entry points --------------------------------------------------------------------------
 
-NAMESPACED = ("pods", "events", "bindings")
+NAMESPACED = ("pods", "events", "bindings", "leases")
 
 
 def validate(resource: str, obj: dict[str, Any]) -> list[Cause]:
@@ -391,6 +392,8 @@ def validate(resource: str, obj: dict[str, Any]) -> list[Cause]:
         errs = validate_namespace(obj)
     elif resource == "bindings":
         return validate_binding(obj)
+    elif resource == "leases":
+        errs = validate_lease(obj)
     else:
         raise ValueError(f"no validation for {resource!r}")
     if not errs:  # rest.BeforeCreate checks the generic metadata rules after the kind's own
@@ -413,6 +416,8 @@ def validate_update(resource: str, new: dict[str, Any], old: dict[str, Any]) -> 
         errs += validate_legacy_event(new)
     elif resource == "namespaces":
         errs += validate_namespace(new)
+    elif resource == "leases":
+        errs += validate_lease_spec(new.get("spec") or {}, "spec")
     else:
         raise ValueError(f"no update validation for {resource!r}")
     return unique(errs)
@@ -1109,3 +1114,42 @@ def validate_binding(binding: dict[str, Any]) -> list[Cause]:
     if not target.get("name"):
         errs.append(required("target.name"))
     return errs
+
+
+# --- coordination.k8s.io leases ------------------------------------------------------------
+
+LEASE_STRATEGIES = ("OldestEmulationVersion",)
+
+
+def validate_lease(lease: dict[str, Any]) -> list[Cause]:
+    """ValidateLease: a DNS-subdomain name in a namespace, and the spec."""
+    errs = validate_object_meta(lease.get("metadata") or {}, namespaced=True,
+                                name_check=name_is_dns_subdomain)
+    return errs + validate_lease_spec(lease.get("spec") or {}, "spec")
+
+
+def validate_lease_spec(spec: dict[str, Any], path: str) -> list[Cause]:
+    """ValidateLeaseSpec; holderIdentity is free-form and the times were checked on decode."""
+    errs = []
+    duration = spec.get("leaseDurationSeconds")
+    if duration is not None and duration <= 0:
+        errs.append(invalid(f"{path}.leaseDurationSeconds", duration, "must be greater than 0"))
+    transitions = spec.get("leaseTransitions")
+    if transitions is not None and transitions < 0:
+        errs.append(invalid(f"{path}.leaseTransitions", transitions, IS_NEGATIVE_MSG))
+    strategy = spec.get("strategy")
+    if strategy is not None:
+        # kube appends "strategy" to a path that already ends in it
+        errs += validate_lease_strategy(strategy, f"{path}.strategy.strategy")
+    if spec.get("preferredHolder") and not strategy:
+        errs.append(forbidden(f"{path}.preferredHolder",
+                              "may only be specified if `strategy` is defined"))
+    return errs
+
+
+def validate_lease_strategy(strategy: str, path: str) -> list[Cause]:
+    """ValidateCoordinatedLeaseStrategy: a Kubernetes-defined name, or a qualified name."""
+    if "/" not in strategy:
+        return [] if strategy in LEASE_STRATEGIES else [
+            not_supported(path, strategy, LEASE_STRATEGIES)]
+    return [invalid(path, strategy, m) for m in is_qualified_name(strategy)]

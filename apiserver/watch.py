@@ -77,7 +77,7 @@ def translate(request: WatchRequest, event: WatchEvent) -> tuple[str, dict[str, 
 
 def bookmark(resource: Resource, revision: int) -> dict[str, Any]:
     return {"type": "BOOKMARK", "object": {
-        "kind": resource.kind, "apiVersion": "v1",
+        "kind": resource.kind, "apiVersion": resource.api_version,
         "metadata": {"resourceVersion": str(revision)}}}
 
 

@@ -1,4 +1,8 @@
-"""An asyncio client for the Kubernetes core/v1 API, built on httpx.
+"""An asyncio client for the Kubernetes API kubelite serves, built on httpx.
+
+Resources are named by their plural (`pods`, `leases`); those outside the core group are
+addressed under their group's path (`leases` -> `/apis/coordination.k8s.io/v1/...`),
+as client-go's RESTMapper would place them.
 
 Every non-2xx answer is raised as the `common.errors` class of its Status reason,
 chained from the `httpx.HTTPStatusError`; connection failures surface as the
@@ -11,7 +15,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +27,8 @@ from common.errors import ApiError, Gone, error_from_status
 log = logging.getLogger(__name__)
 
 API_PREFIX = "/api/v1"
+# The resources outside the core group: plural -> group/version.
+GROUP_VERSIONS: dict[str, str] = {"leases": "coordination.k8s.io/v1"}
 
 PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
@@ -31,10 +37,17 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 
 
+def api_prefix(resource: str, group_versions: Mapping[str, str] = GROUP_VERSIONS) -> str:
+    """`/api/v1` for the core group, `/apis/{group}/{version}` for the others."""
+    group_version = group_versions.get(resource)
+    return f"/apis/{group_version}" if group_version else API_PREFIX
+
+
 def resource_path(resource: str, *, namespace: str | None = None, name: str | None = None,
-                  subresource: str | None = None) -> str:
+                  subresource: str | None = None,
+                  group_versions: Mapping[str, str] = GROUP_VERSIONS) -> str:
     """The URL path of a collection, an object, or an object's subresource."""
-    path = API_PREFIX
+    path = api_prefix(resource, group_versions)
     if namespace:
         path += f"/namespaces/{quote(namespace, safe='')}"
     path += f"/{resource}"
@@ -117,13 +130,20 @@ def decode_watch_line(line: str) -> dict[str, Any] | None:
 
 
 class ApiClient:
-    """Kubernetes core/v1 API over HTTP; use as `async with ApiClient(url) as client:`."""
+    """The Kubernetes API over HTTP; use as `async with ApiClient(url) as client:`.
+
+    `group_versions` maps the plural of each resource outside the core group to its
+    group/version (the default knows what kubelite serves).
+    """
 
     def __init__(self, base_url: str, *, timeout: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 user_agent: str = "kubelite") -> None:
+                 user_agent: str = "kubelite",
+                 group_versions: Mapping[str, str] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self.group_versions = dict(GROUP_VERSIONS if group_versions is None
+                                   else group_versions)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, transport=transport,
             headers={"User-Agent": user_agent, "Accept": "application/json"})
@@ -137,6 +157,11 @@ class ApiClient:
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
+
+    def path(self, resource: str, *, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        return resource_path(resource, namespace=namespace, name=name, subresource=subresource,
+                             group_versions=self.group_versions)
 
     async def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
                        body: Any = None, content_type: str = "application/json") -> dict:
@@ -158,26 +183,26 @@ class ApiClient:
 
     async def get(self, resource: str, name: str, *, namespace: str | None = None,
                   subresource: str | None = None) -> dict:
-        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        path = self.path(resource, namespace=namespace, name=name, subresource=subresource)
         return await self._request("GET", path)
 
     async def list(self, resource: str, *, namespace: str | None = None,
                    label_selector: str | None = None,
                    field_selector: str | None = None) -> dict:
         params = selector_params(label_selector=label_selector, field_selector=field_selector)
-        return await self._request("GET", resource_path(resource, namespace=namespace),
+        return await self._request("GET", self.path(resource, namespace=namespace),
                                    params=params)
 
     async def create(self, resource: str, obj: dict, *, namespace: str | None = None) -> dict:
         namespace = namespace if namespace is not None else _namespace_of(obj)
-        return await self._request("POST", resource_path(resource, namespace=namespace),
+        return await self._request("POST", self.path(resource, namespace=namespace),
                                    body=obj)
 
     async def update(self, resource: str, obj: dict, *, namespace: str | None = None,
                      subresource: str | None = None) -> dict:
         namespace = namespace if namespace is not None else _namespace_of(obj)
         name = str((obj.get("metadata") or {}).get("name") or "")
-        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        path = self.path(resource, namespace=namespace, name=name, subresource=subresource)
         return await self._request("PUT", path, body=obj)
 
     async def update_status(self, resource: str, obj: dict, *,
@@ -192,7 +217,7 @@ class ApiClient:
         except KeyError:
             raise ValueError(f"unknown patch type {patch_type!r}; "
                              f"expected one of {sorted(PATCH_CONTENT_TYPES)}") from None
-        path = resource_path(resource, namespace=namespace, name=name, subresource=subresource)
+        path = self.path(resource, namespace=namespace, name=name, subresource=subresource)
         return await self._request("PATCH", path, body=patch, content_type=content_type)
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
@@ -211,8 +236,7 @@ class ApiClient:
             body = {**(body or {}), "gracePeriodSeconds": grace_period_seconds}
         if preconditions:
             body = {**(body or {}), "preconditions": dict(preconditions)}
-        return await self._request("DELETE", resource_path(resource, namespace=namespace,
-                                                           name=name),
+        return await self._request("DELETE", self.path(resource, namespace=namespace, name=name),
                                    params=params, body=body)
 
     async def bind(self, namespace: str, name: str, node_name: str) -> None:
@@ -221,7 +245,7 @@ class ApiClient:
             "metadata": {"name": name, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
         }
-        path = resource_path("pods", namespace=namespace, name=name, subresource="binding")
+        path = self.path("pods", namespace=namespace, name=name, subresource="binding")
         await self._request("POST", path, body=binding)
 
     async def watch(self, resource: str, *, namespace: str | None = None,
@@ -238,7 +262,7 @@ class ApiClient:
                               timeout_seconds=timeout_seconds, allow_bookmarks=allow_bookmarks)
         # A watch is quiet for as long as nothing changes: never cut it on a read timeout.
         timeout = httpx.Timeout(self.timeout, read=None)
-        path = resource_path(resource, namespace=namespace)
+        path = self.path(resource, namespace=namespace)
         async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
             if response.status_code >= 300:
                 raise_for_status(response, await response.aread())

@@ -1,4 +1,5 @@
-"""Pydantic models of the core/v1 objects kubelite serves, with Kubernetes' JSON field names.
+"""Pydantic models of the objects kubelite serves (core/v1, coordination.k8s.io/v1), with
+Kubernetes' JSON field names.
 
 Class names are the Go type names (`PodSpec`, `ContainerPort`, ...) so that decode errors
 can name them the way kube-apiserver does. Every field is optional: a model describes the
@@ -9,6 +10,9 @@ Kubernetes has but kubelite does not look into are `dict[str, Any]`.
 
 from __future__ import annotations
 
+import json
+import re
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -22,6 +26,102 @@ Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 Quantity = Annotated[str, BeforeValidator(quantity_string)]
 ResourceList = dict[str, Quantity]
 Opaque = dict[str, Any]
+
+# --- metav1.MicroTime ----------------------------------------------------------------------
+
+RFC3339_MICRO = "2006-01-02T15:04:05.000000Z07:00"
+
+# How Go's time.Parse walks RFC3339_MICRO: (literal before the element, the layout element,
+# what the element accepts, the name of its range, the range). Day is range-checked after
+# parsing, against its month.
+_MICRO_TIME_CHUNKS: tuple[tuple[str, str, str, str, tuple[int, int]], ...] = (
+    ("", "2006", "[0-9]{4}", "", (0, 9999)),
+    ("-", "01", "[0-9]{2}", "month", (1, 12)),
+    ("-", "02", "[0-9]{2}", "", (0, 99)),
+    ("T", "15", "[0-9][0-9]?", "hour", (0, 23)),
+    (":", "04", "[0-9]{2}", "minute", (0, 59)),
+    (":", "05", "[0-9]{2}", "second", (0, 59)),
+    ("", ".000000", "[.,][0-9]{6}", "", (0, 999999)),
+    ("", "Z07:00", "Z|[+-][0-9]{2}:[0-9]{2}", "", (0, 0)),
+)
+_TZ_RANGES = (("time zone offset hour", 24), ("time zone offset minute", 60))
+
+
+class MicroTimeError(ValueError):
+    """A value MicroTime.UnmarshalJSON refuses; str() is Go's wording."""
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _parse_error(value: str, *, value_elem: str = "", layout_elem: str = "",
+                 message: str = "") -> MicroTimeError:
+    """time.ParseError.Error()."""
+    if message:
+        return MicroTimeError(f"parsing time {_go_quote(value)}{message}")
+    return MicroTimeError(f"parsing time {_go_quote(value)} as {_go_quote(RFC3339_MICRO)}: "
+                          f"cannot parse {_go_quote(value_elem)} as {_go_quote(layout_elem)}")
+
+
+def _time_zone_offset(text: str, value: str) -> int:
+    """Seconds east of UTC of `Z` or `+hh:mm`/`-hh:mm`."""
+    if text == "Z":
+        return 0
+    hours, minutes = int(text[1:3]), int(text[4:6])
+    for (name, limit), number in zip(_TZ_RANGES, (hours, minutes), strict=True):
+        if number > limit:
+            raise _parse_error(value, message=f": {name} out of range")
+    offset = hours * 3600 + minutes * 60
+    return -offset if text[0] == "-" else offset
+
+
+def parse_micro_time(value: str) -> datetime:
+    """time.Parse(RFC3339Micro, value), with Go's error texts: exactly six fractional digits."""
+    rest = value
+    numbers: list[int] = []
+    offset = 0
+    for literal, element, pattern, range_name, (low, high) in _MICRO_TIME_CHUNKS:
+        if not rest.startswith(literal):
+            raise _parse_error(value, value_elem=rest, layout_elem=literal)
+        rest = rest[len(literal):]
+        match = re.match(pattern, rest)
+        if match is None:
+            raise _parse_error(value, value_elem=rest, layout_elem=element)
+        text, rest = match.group(), rest[match.end():]
+        if element == "Z07:00":
+            offset = _time_zone_offset(text, value)
+            continue
+        number = int(text.lstrip(".,"))
+        if range_name and not low <= number <= high:
+            raise _parse_error(value, message=f": {range_name} out of range")
+        numbers.append(number)
+    if rest:
+        raise _parse_error(value, message=f": extra text: {_go_quote(rest)}")
+    year, month, day, hour, minute, second, micro = numbers
+    try:
+        return datetime(year, month, day, hour, minute, second, micro,
+                        tzinfo=UTC) - timedelta(seconds=offset)
+    except (ValueError, OverflowError):  # Go also has a year 0; Python's datetime does not
+        raise _parse_error(value, message=": day out of range") from None
+
+
+def format_micro_time(when: datetime) -> str:
+    """MicroTime.MarshalJSON: RFC 3339 in UTC with exactly six fractional digits."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def micro_time_string(value: object) -> str:
+    """A MicroTime as the apiserver writes it back (UTC), from what a client sent."""
+    if not isinstance(value, str):
+        kind = ("bool" if isinstance(value, bool) else "number" if isinstance(value, int | float)
+                else "array" if isinstance(value, list) else "object")
+        raise MicroTimeError(f"json: cannot unmarshal {kind} into Go value of type string")
+    return format_micro_time(parse_micro_time(value))
+
+
+# metav1.MicroTime: an RFC 3339 string with microseconds, kept in its UTC form.
+MicroTime = Annotated[str, BeforeValidator(micro_time_string)]
 
 
 class KubeModel(BaseModel):
@@ -402,11 +502,31 @@ class Binding(KubeModel):
     target: ObjectReference | None = None
 
 
+# --- coordination.k8s.io/v1 Lease -----------------------------------------------------------
+
+class LeaseSpec(KubeModel):
+    holder_identity: str | None = None
+    lease_duration_seconds: Int32 | None = None
+    acquire_time: MicroTime | None = None
+    renew_time: MicroTime | None = None
+    lease_transitions: Int32 | None = None
+    strategy: str | None = None
+    preferred_holder: str | None = None
+
+
+class Lease(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: LeaseSpec | None = None
+
+
 MODELS: dict[str, type[KubeModel]] = {
     "pods": Pod,
     "nodes": Node,
     "events": Event,
     "namespaces": Namespace,
+    "leases": Lease,
     "bindings": Binding,
     "deleteoptions": DeleteOptions,
 }

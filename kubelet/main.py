@@ -1,4 +1,5 @@
-"""The kubelet process: node registration, pod informer, pod workers, PLEG relist, HTTP server.
+"""The kubelet process: node registration and lease, pod informer, pod workers, PLEG relist,
+HTTP server.
 
     python -m kubelet --apiserver http://127.0.0.1:8080 --node-name node1 \
         [--node-labels k=v,k2=v2] [--node-ip IP] [--docker-socket /var/run/docker.sock] \
@@ -23,7 +24,13 @@ from common.client import ApiClient
 from common.events import EventRecorder
 from common.informer import Informer
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
-from kubelet.node import NodeAgent, NodeConfig, parse_node_labels
+from kubelet.node import (
+    NODE_LEASE_DURATION_SECONDS,
+    NodeAgent,
+    NodeConfig,
+    NodeLease,
+    parse_node_labels,
+)
 from kubelet.pleg import Pleg
 from kubelet.pod_workers import KubeletConfig, PodWorkers
 from kubelet.runtime import ContainerSummary
@@ -32,6 +39,13 @@ from kubelet.server import make_app
 log = logging.getLogger("kubelet")
 
 DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {value}")
+    return value
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -49,6 +63,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the pod sandbox image (kubelite/pause:3.10 when offline)")
     parser.add_argument("--resync-seconds", type=float, default=10.0)
     parser.add_argument("--heartbeat-seconds", type=float, default=10.0)
+    parser.add_argument("--node-lease-duration-seconds", type=positive_int,
+                        default=NODE_LEASE_DURATION_SECONDS,
+                        help="the node lease's leaseDurationSeconds; it is renewed every "
+                             "quarter of it (the KubeletConfiguration field of that name)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
     return parser.parse_args(argv)
@@ -72,6 +90,8 @@ async def run(args: argparse.Namespace) -> None:
                                         port=args.port,
                                         labels=parse_node_labels(args.node_labels)),
                       heartbeat_seconds=args.heartbeat_seconds)
+    lease = NodeLease(client=api, node_name=node_name,
+                      duration_seconds=args.node_lease_duration_seconds)
     pleg = Pleg(runtime, workers.cache, on_change=workers.poke)
 
     async def cleanup_orphans(summaries: list[ContainerSummary]) -> None:
@@ -102,6 +122,7 @@ async def run(args: argparse.Namespace) -> None:
             tasks = [
                 asyncio.create_task(informer.run(), name="pod-informer"),
                 asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),
+                asyncio.create_task(lease.run_forever(), name="node-lease"),
                 asyncio.create_task(pleg.run(after_relist=cleanup_orphans), name="pleg"),
             ]
             await stop.wait()

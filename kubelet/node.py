@@ -1,8 +1,14 @@
-"""The kubelet's Node: register (or adopt) it, then keep its status fresh with a heartbeat.
+"""The kubelet's Node: register (or adopt) it, keep its status fresh with a heartbeat, and
+renew its Lease.
 
-Pure builders make the Node object and its conditions; `NodeAgent` does the API calls.
-Labels set on the Node by others (`kubectl label`) are kept: registration only adds
-the kubelet's own labels on top of what is there.
+Pure builders make the Node and Lease objects and the Node's conditions; `NodeAgent` and
+`NodeLease` do the API calls. Labels set on the Node by others (`kubectl label`) are kept:
+registration only adds the kubelet's own labels on top of what is there.
+
+The node lease is what the kubelet's lease controller keeps: a coordination.k8s.io/v1
+Lease named after the node in `kube-node-lease`, held by the node, owned by the Node, its
+renewTime renewed every quarter of its duration (10 s of 40 s) with an update carrying
+the resourceVersion it read.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any
 import httpx
 
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
+from common.models import format_micro_time
 from kubelet.runtime import Runtime, RuntimeVersion
 from kubelet.status import rfc3339
 
@@ -27,6 +34,10 @@ log = logging.getLogger(__name__)
 KUBELET_VERSION = "v1.37.0+kubelite"
 HEARTBEAT_SECONDS = 10.0
 MAX_PODS = 110
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+NODE_LEASE_DURATION_SECONDS = 40
+NODE_LEASE_RENEW_FRACTION = 0.25  # the kubelet renews every quarter of the duration
+MAX_LEASE_UPDATE_RETRIES = 5
 
 _ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "ppc64le": "ppc64le",
          "s390x": "s390x"}
@@ -242,3 +253,125 @@ class NodeAgent:
                     log.warning("node %s: registering failed: %s", self.config.node_name, e)
             except (ApiError, httpx.HTTPError, Conflict) as e:
                 log.warning("node %s: heartbeat failed: %s", self.config.node_name, e)
+
+
+# --- the node lease ------------------------------------------------------------------------
+
+def node_owner_reference(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The ownerReference the kubelet puts on its lease (setNodeOwnerFunc)."""
+    meta = node.get("metadata") or {}
+    return {"apiVersion": "v1", "kind": "Node", "name": meta.get("name"), "uid": meta.get("uid")}
+
+
+def node_lease(node_name: str, *, duration_seconds: int) -> dict[str, Any]:
+    """A new node lease, before its renewTime and owner are set."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": node_name, "namespace": NODE_LEASE_NAMESPACE},
+        "spec": {"holderIdentity": node_name, "leaseDurationSeconds": duration_seconds},
+    }
+
+
+def renewed_lease(base: Mapping[str, Any], *, node_name: str, duration_seconds: int,
+                  now: datetime, owner: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`base` (resourceVersion included) held by this node and renewed at `now`.
+
+    The owner is only set on a lease that has none, as the kubelet does; holder and
+    duration are always the kubelet's own (kube keeps what it adopted, which only matters
+    when someone else wrote them).
+    """
+    spec = {**(base.get("spec") or {}), "holderIdentity": node_name,
+            "leaseDurationSeconds": duration_seconds, "renewTime": format_micro_time(now)}
+    meta = dict(base.get("metadata") or {})
+    if not meta.get("ownerReferences") and owner is not None:
+        meta["ownerReferences"] = [dict(owner)]
+    return {**base, "metadata": meta, "spec": spec}
+
+
+class NodeLease:
+    """The kubelet's node lease controller: create or adopt the lease, then renew it."""
+
+    def __init__(self, *, client: Any, node_name: str,
+                 duration_seconds: int = NODE_LEASE_DURATION_SECONDS,
+                 renew_seconds: float | None = None) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.duration_seconds = duration_seconds
+        self.renew_seconds = (renew_seconds if renew_seconds is not None
+                              else duration_seconds * NODE_LEASE_RENEW_FRACTION)
+        self.latest: dict[str, Any] | None = None  # the lease as the last write returned it
+
+    async def _owner(self, lease: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The Node's reference when the lease has no owner yet (None if unknown)."""
+        if (lease.get("metadata") or {}).get("ownerReferences"):
+            return None
+        try:
+            node = await self.client.get("nodes", self.node_name)
+        except (ApiError, httpx.HTTPError) as e:
+            log.warning("node %s: cannot set the node lease's owner: %s", self.node_name, e)
+            return None
+        return node_owner_reference(node)
+
+    async def _renewed(self, base: Mapping[str, Any]) -> dict[str, Any]:
+        return renewed_lease(base, node_name=self.node_name,
+                             duration_seconds=self.duration_seconds, now=datetime.now(UTC),
+                             owner=await self._owner(base))
+
+    async def ensure(self) -> tuple[dict[str, Any] | None, bool]:
+        """(the lease, whether it was just created); None when the Node cannot be read yet
+        (the lease is created with its owner, or not at all)."""
+        try:
+            return dict(await self.client.get("leases", self.node_name,
+                                              namespace=NODE_LEASE_NAMESPACE)), False
+        except NotFound:
+            pass
+        new = node_lease(self.node_name, duration_seconds=self.duration_seconds)
+        owner = await self._owner(new)
+        if owner is None:
+            return None, False
+        lease = renewed_lease(new, node_name=self.node_name,
+                              duration_seconds=self.duration_seconds, now=datetime.now(UTC),
+                              owner=owner)
+        try:
+            created = await self.client.create("leases", lease)
+        except AlreadyExists:  # another writer was first: adopt it next time
+            return None, False
+        log.info("node %s: created the node lease", self.node_name)
+        return dict(created), True
+
+    async def update(self, base: Mapping[str, Any]) -> None:
+        """PUT the renewed lease with base's resourceVersion; on 409 read it again and retry."""
+        for attempt in range(MAX_LEASE_UPDATE_RETRIES):
+            try:
+                self.latest = dict(await self.client.update("leases", await self._renewed(base)))
+                return
+            except Conflict:
+                if attempt == MAX_LEASE_UPDATE_RETRIES - 1:
+                    raise
+                fresh, _ = await self.ensure()
+                if fresh is None:
+                    raise
+                base = fresh
+
+    async def sync(self) -> None:
+        """One renewal: from the last written lease when there is one, else read (or create)
+        it first; an update that fails falls back to reading it."""
+        if self.latest is not None:
+            try:
+                await self.update(self.latest)
+                return
+            except (ApiError, httpx.HTTPError) as e:
+                log.info("node %s: renewing the node lease from the last one failed (%s); "
+                         "reading it again", self.node_name, e)
+        lease, created = await self.ensure()
+        self.latest = lease
+        if lease is not None and not created:
+            await self.update(lease)
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.sync()
+            except (ApiError, httpx.HTTPError) as e:
+                log.warning("node %s: renewing the node lease failed: %s", self.node_name, e)
+            await asyncio.sleep(self.renew_seconds)

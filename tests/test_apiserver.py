@@ -192,6 +192,27 @@ async def test_unknown_content_type_is_415(http: httpx.AsyncClient) -> None:
     assert await count_pods(http) == before + 1
 
 
+async def test_strict_field_validation_refuses_before_writing(http: httpx.AsyncClient) -> None:
+    name = unique("strict")
+    body = pod(name)
+    body["spec"]["containers"][0]["imagePolicy"] = "x"
+    r = await http.post(PODS, json=body, params={"fieldValidation": "Strict"})
+    assert r.status_code == 400
+    assert r.json()["message"] == ('Pod in version "v1" cannot be handled as a Pod: strict '
+                                   'decoding error: unknown field "spec.containers[0].imagePolicy"')
+    assert (await http.get(f"{PODS}/{name}")).status_code == 404
+    r = await http.post(PODS, json=body)  # Warn, the default: stored without the field
+    assert r.status_code == 201
+    assert r.headers["Warning"] == '299 - "unknown field \\"spec.containers[0].imagePolicy\\""'
+    current = r.json()
+    current["metadata"]["labels"] = {"app": "strict"}
+    current["spec"]["containers"][0]["imagePolicy"] = "x"
+    r = await http.put(f"{PODS}/{name}", json=current, params={"fieldValidation": "Strict"})
+    assert r.status_code == 400
+    assert (await http.get(f"{PODS}/{name}")).json()["metadata"]["labels"] == {"app": "web"}
+    await http.delete(f"{PODS}/{name}", params={"gracePeriodSeconds": "0"})
+
+
 async def test_method_not_allowed(http: httpx.AsyncClient) -> None:
     assert_status(await http.put(PODS, json=pod("x")), 405, "MethodNotAllowed")
 

@@ -54,6 +54,10 @@ def body_of(request: httpx.Request) -> Any:
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "prod"}}
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node1"}}
+LEASE = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+         "metadata": {"name": "node1", "namespace": "kube-node-lease", "resourceVersion": "9"},
+         "spec": {"holderIdentity": "node1"}}
+LEASES = "/apis/coordination.k8s.io/v1"
 
 Call = Callable[[ApiClient], Awaitable[Any]]
 
@@ -97,6 +101,18 @@ REQUESTS: list[tuple[str, Call, str, str, dict[str, str], str | None, Any]] = [
     ("delete now", lambda c: c.delete("pods", "web", namespace="prod", grace_period_seconds=0),
      "DELETE", "/api/v1/namespaces/prod/pods/web", {"gracePeriodSeconds": "0"},
      "application/json", {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}),
+    ("get lease (a group's resource)",
+     lambda c: c.get("leases", "node1", namespace="kube-node-lease"),
+     "GET", f"{LEASES}/namespaces/kube-node-lease/leases/node1", {}, None, None),
+    ("list leases everywhere", lambda c: c.list("leases"),
+     "GET", f"{LEASES}/leases", {}, None, None),
+    ("create lease", lambda c: c.create("leases", LEASE),
+     "POST", f"{LEASES}/namespaces/kube-node-lease/leases", {}, "application/json", LEASE),
+    ("update lease", lambda c: c.update("leases", LEASE),
+     "PUT", f"{LEASES}/namespaces/kube-node-lease/leases/node1", {}, "application/json",
+     LEASE),
+    ("delete lease", lambda c: c.delete("leases", "node1", namespace="kube-node-lease"),
+     "DELETE", f"{LEASES}/namespaces/kube-node-lease/leases/node1", {}, None, None),
     ("bind", lambda c: c.bind("prod", "web", "node2"),
      "POST", "/api/v1/namespaces/prod/pods/web/binding", {}, "application/json",
      {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web", "namespace": "prod"},
@@ -129,6 +145,28 @@ async def test_answers_are_returned_as_dicts_and_bind_accepts_a_status() -> None
         assert await client.list("pods") == pod_list
         await client.bind("prod", "web", "node1")
     assert [r.method for r in recorder.requests] == ["GET", "POST"]
+
+
+async def test_more_groups_can_be_mapped_and_watches_use_the_group_path() -> None:
+    seen: list[str] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(200, content=b"")
+
+    transport = httpx.MockTransport(respond)
+    async with ApiClient(BASE, transport=transport,
+                         group_versions={"deployments": "apps/v1"}) as client:
+        await client.list("deployments", namespace="prod")
+        await client.list("leases")  # not in this client's map: the core group
+        async with aclosing(client.watch("deployments")) as stream:
+            assert [event async for event in stream] == []
+    async with ApiClient(BASE, transport=transport) as client:
+        async with aclosing(client.watch("leases", namespace="kube-node-lease")) as stream:
+            assert [event async for event in stream] == []
+    assert seen == ["/apis/apps/v1/namespaces/prod/deployments", "/api/v1/leases",
+                    "/apis/apps/v1/deployments",
+                    f"{LEASES}/namespaces/kube-node-lease/leases"]
 
 
 async def test_unknown_patch_type_is_refused_before_sending() -> None:
@@ -346,6 +384,27 @@ async def test_pod_crud_against_the_apiserver(client: ApiClient) -> None:
     with pytest.raises(NotFound, match=f'pods "{name}" not found') as missing:
         await client.get("pods", name, namespace="default")
     assert missing.value.details.get("name") == name
+
+
+async def test_lease_crud_against_the_apiserver(client: ApiClient) -> None:
+    name = unique("lease")
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": name, "namespace": "kube-node-lease"},
+             "spec": {"holderIdentity": "me", "leaseDurationSeconds": 40}}
+    created = await client.create("leases", lease)
+    assert (created["apiVersion"], created["kind"]) == ("coordination.k8s.io/v1", "Lease")
+    fetched = await client.get("leases", name, namespace="kube-node-lease")
+    fetched["spec"]["renewTime"] = "2025-01-02T03:04:05.000006Z"
+    renewed = await client.update("leases", fetched)
+    assert renewed["spec"]["renewTime"] == "2025-01-02T03:04:05.000006Z"
+    with pytest.raises(Conflict, match=f'on leases.coordination.k8s.io "{name}"'):
+        await client.update("leases", fetched)
+    listed = await client.list("leases", field_selector=f"metadata.name={name}")
+    assert listed["kind"] == "LeaseList"
+    assert [item["metadata"]["namespace"] for item in listed["items"]] == ["kube-node-lease"]
+    await client.delete("leases", name, namespace="kube-node-lease")
+    with pytest.raises(NotFound, match=f'leases.coordination.k8s.io "{name}" not found'):
+        await client.get("leases", name, namespace="kube-node-lease")
 
 
 async def test_invalid_object_is_rejected_with_causes(client: ApiClient) -> None:

@@ -41,7 +41,28 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
                                    {"clientCIDR": "0.0.0.0/0",
                                     "serverAddress": "127.0.0.1:6443"}]}
     groups = (await client.get("/apis")).json()
-    assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": []}
+    coordination_v1 = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
+    assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "coordination.k8s.io", "versions": [coordination_v1],
+         "preferredVersion": coordination_v1}]}
+
+
+async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> None:
+    group = (await client.get("/apis/coordination.k8s.io")).json()
+    coordination_v1 = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
+    assert group == {"kind": "APIGroup", "apiVersion": "v1", "name": "coordination.k8s.io",
+                     "versions": [coordination_v1], "preferredVersion": coordination_v1}
+    resources = (await client.get("/apis/coordination.k8s.io/v1")).json()
+    assert resources == {
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "coordination.k8s.io/v1",
+        "resources": [{"name": "leases", "singularName": "lease", "namespaced": True,
+                       "kind": "Lease",
+                       "verbs": ["create", "delete", "get", "list", "patch", "update",
+                                 "watch"]}]}
+    for path in ("/apis/apps", "/apis/coordination.k8s.io/v2", "/apis/apps/v1"):
+        missing = await client.get(path)
+        assert missing.status_code == 404, path
+        assert missing.json()["message"] == "the server could not find the requested resource"
 
 
 async def test_api_resource_list(client: httpx.AsyncClient) -> None:
@@ -93,8 +114,15 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}}]}
     nodes = next(r for r in version["resources"] if r["resource"] == "nodes")
     assert nodes["scope"] == "Cluster"
+    assert core["metadata"] == {"creationTimestamp": None}
     groups = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT})
-    assert groups.json()["items"] == []
+    assert groups.json()["items"] == [{
+        "metadata": {"name": "coordination.k8s.io", "creationTimestamp": None},
+        "versions": [{"version": "v1", "freshness": "Current", "resources": [{
+            "resource": "leases",
+            "responseKind": {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"},
+            "scope": "Namespaced", "singularResource": "lease",
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}]}]}]
     beta = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT.split(",", 1)[1]})
     assert beta.headers["content-type"].endswith(";v=v2beta1;as=APIGroupDiscoveryList")
 
@@ -119,12 +147,12 @@ async def test_version(client: httpx.AsyncClient) -> None:
     assert {"buildDate", "goVersion", "compiler", "gitCommit", "gitTreeState"} <= info.keys()
 
 
-def supports_field_validation(document: dict[str, Any], kind: str) -> bool:
+def supports_field_validation(document: dict[str, Any], kind: str, group: str = "") -> bool:
     """kubectl's queryParamVerifierV3: a PATCH of `kind` that takes ?fieldValidation."""
     for path in document["paths"].values():
         operation = path.get("patch")
         if operation and operation.get("x-kubernetes-group-version-kind") == {
-                "group": "", "version": "v1", "kind": kind}:
+                "group": group, "version": "v1", "kind": kind}:
             return any(p["name"] == "fieldValidation" and p["in"] == "query"
                        for p in operation["parameters"])
     return False
@@ -147,6 +175,30 @@ async def test_openapi_v3(client: httpx.AsyncClient) -> None:
     # Leaving strategic merge patch out makes kubectl apply use its compiled-in Pod type.
     assert "application/strategic-merge-patch+json" not in pod_patch["requestBody"]["content"]
     assert "/api/v1/nodes/{name}/status" in document["paths"]
+
+
+async def test_openapi_v3_of_a_group(client: httpx.AsyncClient) -> None:
+    index = (await client.get("/openapi/v3")).json()
+    url = index["paths"]["apis/coordination.k8s.io/v1"]["serverRelativeURL"]
+    assert url.startswith("/openapi/v3/apis/coordination.k8s.io/v1?hash=")
+    document = (await client.get(url)).json()
+    assert supports_field_validation(document, "Lease", "coordination.k8s.io")
+    assert sorted(document["paths"]) == [
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases",
+        "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
+    item = document["paths"]["/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"]
+    assert item["put"]["operationId"] == "replaceCoordinationV1NamespacedLease"
+    assert item["put"]["tags"] == ["coordination_v1"]
+    schemas = document["components"]["schemas"]
+    lease = schemas["io.k8s.api.coordination.v1.Lease"]
+    assert lease["x-kubernetes-group-version-kind"] == [
+        {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"}]
+    assert lease["properties"]["spec"]["allOf"] == [
+        {"$ref": "#/components/schemas/io.k8s.api.coordination.v1.LeaseSpec"}]
+    assert set(schemas["io.k8s.api.coordination.v1.LeaseSpec"]["properties"]) == {
+        "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
+        "leaseTransitions", "strategy", "preferredHolder"}
+    assert (await client.get("/openapi/v3/apis/apps/v1")).status_code == 404
 
 
 async def test_services_are_served_empty(client: httpx.AsyncClient) -> None:
@@ -218,7 +270,9 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["namespaces", "ns", "v1", "false", "Namespace"],
                         ["nodes", "no", "v1", "false", "Node"],
                         ["pods", "po", "v1", "true", "Pod"],
-                        ["services", "svc", "v1", "true", "Service"]]
+                        ["services", "svc", "v1", "true", "Service"],
+                        # no short name: the column is blank
+                        ["leases", "coordination.k8s.io/v1", "true", "Lease"]]
     wide = table_lines(kubectl("api-resources", "-o", "wide"))
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     pods = next(row for row in wide if row[0] == "pods")

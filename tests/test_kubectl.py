@@ -166,6 +166,31 @@ def test_nodes_labels_and_cordon(cluster: Cluster) -> None:
     assert re.search(r"^\s+shuai=b$", described, re.M)
 
 
+def test_node_leases(cluster: Cluster) -> None:
+    """Each kubelet holds a Lease named after its node; `describe node` shows it."""
+    kubectl, node1, node2 = cluster.kubectl, cluster.node1, cluster.node2
+
+    def both_leases() -> list[list[str]] | None:
+        rows = table_lines(kubectl("get", "leases", "-A"))
+        return rows if len(rows) == 3 else None
+
+    rows = wait_for(both_leases, what="both node leases")
+    assert rows[0] == ["NAMESPACE", "NAME", "HOLDER", "AGE"]
+    assert sorted(row[:3] for row in rows[1:]) == [["kube-node-lease", node1, node1],
+                                                   ["kube-node-lease", node2, node2]]
+    lease = yaml.safe_load(kubectl("get", "lease", "-n", "kube-node-lease", node1, "-o", "yaml"))
+    assert (lease["apiVersion"], lease["kind"]) == ("coordination.k8s.io/v1", "Lease")
+    assert lease["spec"]["holderIdentity"] == node1
+    assert lease["spec"]["leaseDurationSeconds"] == 40
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", lease["spec"]["renewTime"])
+    [owner] = lease["metadata"]["ownerReferences"]
+    assert (owner["apiVersion"], owner["kind"], owner["name"]) == ("v1", "Node", node1)
+    described = kubectl("describe", "node", node1)
+    assert re.search(rf"^Lease:\n  HolderIdentity:  {node1}\n  AcquireTime:     <unset>\n"
+                     r"  RenewTime:       \w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d \+0000$",
+                     described, re.M), described
+
+
 def test_seed_node_name_pod(cluster: Cluster) -> None:
     """Seed 1: nodeName skips the scheduler; its events are the kubelet's only."""
     kubectl = cluster.kubectl

@@ -9,12 +9,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from common.errors import AlreadyExists, Conflict, NotFound
+from common.models import parse_micro_time
+from kubelet.node import NodeLease, renewed_lease
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     UNREACHABLE_IMAGE,
@@ -33,6 +37,9 @@ from tests.support import ApiServer, eventually, free_port, unique
 pytestmark = pytest.mark.docker
 
 NS = "default"
+# The module's kubelet renews its node lease every 2 s (a quarter of 8 s), not every 10 s.
+LEASE_SECONDS = 8
+NODE_LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +52,9 @@ def kubelet(apiserver: ApiServer, docker_ready: None,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeletProcess]:
     node = unique("node")
     process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet")),
-                             node_name=node, node_labels="kubelite.io/test=yes").start()
+                             node_name=node, node_labels="kubelite.io/test=yes",
+                             extra_args=["--node-lease-duration-seconds",
+                                         str(LEASE_SECONDS)]).start()
     yield process
     process.stop()
     remove_node_containers(node)
@@ -160,6 +169,167 @@ async def test_node_is_registered_ready_with_its_facts(http: httpx.AsyncClient,
     assert int(status["capacity"]["pods"]) > 0 and status["allocatable"]["cpu"]
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True" and ready["lastHeartbeatTime"]
+
+
+# --- the node lease ---------------------------------------------------------------------------
+
+NODE_REF = {"apiVersion": "v1", "kind": "Node", "name": "node1", "uid": "u-1"}
+
+
+def test_renewed_lease_sets_holder_renew_time_and_an_owner_only_once() -> None:
+    now = datetime(2025, 3, 4, 5, 6, 7, 89, tzinfo=UTC)
+    base: dict[str, Any] = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                            "metadata": {"name": "node1", "namespace": "kube-node-lease",
+                                         "resourceVersion": "41"},
+                            "spec": {"holderIdentity": "someone", "leaseDurationSeconds": 15,
+                                     "leaseTransitions": 2}}
+    renewed = renewed_lease(base, node_name="node1", duration_seconds=40, now=now,
+                            owner=NODE_REF)
+    assert renewed["metadata"]["resourceVersion"] == "41"  # the PUT is conditional
+    assert renewed["metadata"]["ownerReferences"] == [NODE_REF]
+    assert renewed["spec"] == {"holderIdentity": "node1", "leaseDurationSeconds": 40,
+                               "leaseTransitions": 2,
+                               "renewTime": "2025-03-04T05:06:07.000089Z"}
+    assert base["spec"]["holderIdentity"] == "someone"  # not mutated
+    other = {**NODE_REF, "uid": "u-2"}
+    again = renewed_lease(renewed, node_name="node1", duration_seconds=40, now=now, owner=other)
+    assert again["metadata"]["ownerReferences"] == [NODE_REF]
+
+
+class FakeLeaseApi:
+    """Leases and one Node in memory, with the apiserver's resourceVersion rules."""
+
+    def __init__(self) -> None:
+        self.leases: dict[str, dict[str, Any]] = {}
+        self.revision = 0
+        self.calls: list[str] = []
+
+    def _stored(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.revision += 1
+        stored = json.loads(json.dumps(obj))
+        stored["metadata"]["resourceVersion"] = str(self.revision)
+        self.leases[obj["metadata"]["name"]] = stored
+        return json.loads(json.dumps(stored))
+
+    async def get(self, resource: str, name: str, *, namespace: str | None = None) -> dict:
+        self.calls.append(f"get {resource}")
+        if resource == "nodes":
+            return {"metadata": {"name": name, "uid": "u-1"}}
+        if name not in self.leases:
+            raise NotFound(f'leases.coordination.k8s.io "{name}" not found')
+        return json.loads(json.dumps(self.leases[name]))
+
+    async def create(self, resource: str, obj: dict) -> dict:
+        self.calls.append("create leases")
+        if obj["metadata"]["name"] in self.leases:
+            raise AlreadyExists("exists")
+        return self._stored(obj)
+
+    async def update(self, resource: str, obj: dict) -> dict:
+        self.calls.append("update leases")
+        current = self.leases.get(obj["metadata"]["name"])
+        if current is None:
+            raise NotFound("gone")
+        if obj["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+            raise Conflict("the object has been modified")
+        return self._stored(obj)
+
+
+async def test_node_lease_creates_renews_and_rereads_on_conflict() -> None:
+    api = FakeLeaseApi()
+    lease = NodeLease(client=api, node_name="node1", duration_seconds=40)
+    assert lease.renew_seconds == 10
+    await lease.sync()
+    assert api.calls == ["get leases", "get nodes", "create leases"]
+    created = api.leases["node1"]
+    assert created["spec"]["holderIdentity"] == "node1"
+    assert created["spec"]["leaseDurationSeconds"] == 40
+    assert created["metadata"]["ownerReferences"] == [NODE_REF]
+    first = parse_micro_time(created["spec"]["renewTime"])
+
+    api.calls.clear()
+    await lease.sync()  # from the lease it wrote last: no read, no node lookup
+    assert api.calls == ["update leases"]
+    assert parse_micro_time(api.leases["node1"]["spec"]["renewTime"]) >= first
+
+    someone = api._stored({**api.leases["node1"], "metadata": {
+        **api.leases["node1"]["metadata"], "labels": {"touched": "yes"}}})
+    api.calls.clear()
+    await lease.sync()  # 409, read it again, renew on top of the other write
+    assert api.calls == ["update leases", "get leases", "update leases"]
+    renewed = api.leases["node1"]
+    assert renewed["metadata"]["labels"] == {"touched": "yes"}
+    assert int(renewed["metadata"]["resourceVersion"]) > int(
+        someone["metadata"]["resourceVersion"])
+
+    del api.leases["node1"]
+    api.calls.clear()
+    await lease.sync()  # deleted meanwhile: the update fails, the lease is created again
+    assert api.calls[-2:] == ["get nodes", "create leases"]
+    assert "node1" in api.leases
+
+
+async def test_node_lease_adopts_an_existing_lease() -> None:
+    api = FakeLeaseApi()
+    api._stored({"metadata": {"name": "node1", "namespace": "kube-node-lease", "uid": "old"},
+                 "spec": {"holderIdentity": "node1", "leaseDurationSeconds": 40}})
+    await NodeLease(client=api, node_name="node1").sync()
+    assert api.calls == ["get leases", "get nodes", "update leases"]
+    adopted = api.leases["node1"]
+    assert adopted["metadata"]["uid"] == "old"
+    assert adopted["metadata"]["ownerReferences"] == [NODE_REF]
+    assert adopted["spec"]["renewTime"]
+
+
+async def node_lease_of(http: httpx.AsyncClient, node: str) -> dict[str, Any]:
+    response = await http.get(f"{NODE_LEASES}/{node}")
+    return dict(response.json()) if response.status_code == 200 else {}
+
+
+async def test_node_lease_is_held_by_the_node_and_renewed(http: httpx.AsyncClient,
+                                                          kubelet: KubeletProcess) -> None:
+    node_name = kubelet.node_name
+    lease = await eventually(lambda: node_lease_of(http, node_name), what="the node lease")
+    node = (await http.get(f"/api/v1/nodes/{node_name}")).json()
+    assert lease["apiVersion"] == "coordination.k8s.io/v1"
+    assert lease["spec"]["holderIdentity"] == node_name
+    assert lease["spec"]["leaseDurationSeconds"] == LEASE_SECONDS
+    assert lease["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node["metadata"]["uid"]}]
+    first = parse_micro_time(lease["spec"]["renewTime"])
+
+    async def renewed_after(when: datetime) -> dict[str, Any]:
+        current = await node_lease_of(http, node_name)
+        if current and parse_micro_time(current["spec"]["renewTime"]) > when:
+            return current
+        return {}
+
+    later = await eventually(lambda: renewed_after(first), timeout=30,
+                             what="renewTime to move forward")
+    assert int(later["metadata"]["resourceVersion"]) > int(lease["metadata"]["resourceVersion"])
+    assert later["metadata"]["uid"] == lease["metadata"]["uid"]
+
+    # Someone else writes the lease: the kubelet's next PUT conflicts, it reads again and
+    # renews on top of that write.
+    async def touch() -> dict[str, Any]:
+        current = await node_lease_of(http, node_name)
+        current["metadata"]["labels"] = {"touched": "yes"}
+        response = await http.put(f"{NODE_LEASES}/{node_name}", json=current)
+        assert response.status_code in (200, 409), response.text  # 409: the kubelet was first
+        return dict(response.json()) if response.status_code == 200 else {}
+
+    touched = await eventually(touch, what="our own write of the lease")
+    since = parse_micro_time(touched["spec"]["renewTime"])
+    after_conflict = await eventually(lambda: renewed_after(since), timeout=30,
+                                      what="a renewal after the conflicting write")
+    assert after_conflict["metadata"]["labels"] == {"touched": "yes"}
+
+    # Deleted, it comes back (a new object, same holder).
+    assert (await http.delete(f"{NODE_LEASES}/{node_name}")).status_code == 200
+    again = await eventually(lambda: node_lease_of(http, node_name), timeout=30,
+                             what="the node lease to be created again")
+    assert again["metadata"]["uid"] != lease["metadata"]["uid"]
+    assert again["spec"]["holderIdentity"] == node_name
 
 
 async def test_pod_with_node_name_runs_with_kubelet_events(http: httpx.AsyncClient,
@@ -469,6 +639,8 @@ async def test_kubelet_restart_adopts_running_containers(
                                    headers={"Content-Type": "application/merge-patch+json"})
         assert patched.status_code == 200, patched.text
 
+        lease = await eventually(lambda: node_lease_of(http, node), what="the node lease")
+
         first.kill()
         second = KubeletProcess(apiserver, tmp_path / "second", node_name=node).start()
         try:
@@ -477,6 +649,14 @@ async def test_kubelet_restart_adopts_running_containers(
                 return f"{NS}/{name}: new pod worker" in second.log()
 
             await eventually(synced_again, what="the new kubelet to pick the pod up")
+
+            async def lease_adopted() -> bool:
+                current = await node_lease_of(http, node)
+                return current["metadata"]["uid"] == lease["metadata"]["uid"] and (
+                    parse_micro_time(current["spec"]["renewTime"])
+                    > parse_micro_time(lease["spec"]["renewTime"]))
+
+            await eventually(lease_adopted, what="the new kubelet to renew the same lease")
             await asyncio.sleep(3)
             after = sorted(c["Id"] for c in node_containers(node))
             assert after == before

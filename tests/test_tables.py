@@ -9,11 +9,13 @@ import pytest
 
 from apiserver.tables import (
     EVENT_COLUMNS,
+    LEASE_COLUMNS,
     NODE_COLUMNS,
     POD_COLUMNS,
     event_cells,
     format_age,
     human_duration,
+    lease_cells,
     node_cells,
     node_roles,
     node_status,
@@ -287,6 +289,20 @@ def test_event_row_fallbacks() -> None:
     assert event_cells(new_api, NOW)[0] == "61s"
 
 
+def test_lease_row_is_name_holder_age() -> None:
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "node1", "namespace": "kube-node-lease",
+                          "creationTimestamp": ago(90)},
+             "spec": {"holderIdentity": "node1", "leaseDurationSeconds": 40}}
+    assert lease_cells(lease, NOW) == ["node1", "node1", "90s"]
+    # printLease: no holder is an empty cell (kubectl prints it blank), not <none>
+    unheld = {**lease, "spec": {"leaseDurationSeconds": 40}}
+    assert lease_cells(unheld, NOW) == ["node1", "", "90s"]
+    table = to_table("leases", [lease], resource_version="12", now=NOW)
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Holder", "Age"]
+    assert table["rows"][0]["object"]["metadata"]["name"] == "node1"
+
+
 def test_column_definitions_match_kube_apiserver() -> None:
     assert [(c["name"], c["type"], c["format"], c["priority"]) for c in POD_COLUMNS] == [
         ("Name", "string", "name", 0), ("Ready", "string", "", 0),
@@ -301,6 +317,10 @@ def test_column_definitions_match_kube_apiserver() -> None:
         "Subobject", "Source", "First Seen", "Count", "Name"]
     assert POD_COLUMNS[1]["description"] == (
         "The aggregate readiness state of this pod for accepting traffic.")
+    assert [(c["name"], c["format"], c["priority"]) for c in LEASE_COLUMNS] == [
+        ("Name", "name", 0), ("Holder", "", 0), ("Age", "", 0)]
+    assert LEASE_COLUMNS[1]["description"].startswith(
+        "holderIdentity contains the identity of the holder of a current lease.")
 
 
 def test_table_with_partial_object_metadata() -> None:
