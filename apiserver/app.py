@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, patch, tables
+from apiserver import discovery, objects, patch, schema, tables
 from apiserver.registry import Registry, status_details
 from apiserver.resources import RESOURCES, Resource, group_version, lookup
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -179,6 +179,20 @@ def unknown_field_outcome(request: Request, unknown: list[str]) -> dict[str, str
     return {}
 
 
+def dry_run_requested(request: Request, from_body: Any = None) -> bool:
+    """`?dryRun=All` (or DeleteOptions.dryRun): run every check, write nothing."""
+    values = list(request.query_params.getlist("dryRun"))
+    if isinstance(from_body, list):
+        values += [str(v) for v in from_body]
+    for value in values:
+        if value != "All":
+            raise errors.invalid("DryRun", "", [{
+                "reason": "FieldValueNotSupported",
+                "message": f'Unsupported value: "{value}": supported values: "All"',
+                "field": "dryRun"}])
+    return bool(values)
+
+
 def query_bool(request: Request, name: str) -> bool:
     return request.query_params.get(name, "").lower() in ("true", "1")
 
@@ -291,10 +305,12 @@ class ApiServer:
         strict = field_validation(request) == "Strict"
         body = await decode_object(request, target.resource)
         check_body_namespace(body, target.namespace)
+        dry_run = dry_run_requested(request)
         obj, unknown = await self.registry.create(target.resource, target.namespace, body,
-                                                  strict=strict)
+                                                  strict=strict, dry_run=dry_run)
         headers = unknown_field_outcome(request, unknown)
-        log.info("created %s %s", target.resource.plural, describe(obj))
+        if not dry_run:
+            log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(obj, 201, headers)
 
     async def update(self, request: Request, target: Target) -> Response:
@@ -304,7 +320,8 @@ class ApiServer:
         check_body_namespace(body, target.namespace)
         obj, unknown, created = await self.registry.update(target.resource, target.namespace,
                                                            target.name, body, strict=strict,
-                                                           subresource=target.subresource)
+                                                           subresource=target.subresource,
+                                                           dry_run=dry_run_requested(request))
         headers = unknown_field_outcome(request, unknown)
         if created:
             log.info("created %s %s", target.resource.plural, describe(obj))
@@ -331,14 +348,14 @@ class ApiServer:
             else:
                 patched = patch.apply_strategic_merge_patch(current, document,
                                                             resource=resource.plural)
-            from apiserver import objects, schema
             pruned, _ = schema.decode(resource.plural, patched)
             return objects.prepare_for_update(resource, pruned, current,
                                               subresource=target.subresource)
 
         obj = await self.registry.guaranteed_update(resource, target.namespace, target.name,
                                                     apply, precondition=precondition,
-                                                    subresource=target.subresource)
+                                                    subresource=target.subresource,
+                                                    dry_run=dry_run_requested(request))
         return json_response(obj)
 
     async def delete(self, request: Request, target: Target) -> Response:
@@ -355,11 +372,13 @@ class ApiServer:
         grace = query_int(request, "gracePeriodSeconds")
         if grace is None and options.get("gracePeriodSeconds") is not None:
             grace = int(options["gracePeriodSeconds"])
+        dry_run = dry_run_requested(request, options.get("dryRun"))
         obj, deleted = await self.registry.delete(
             target.resource, target.namespace, target.name, grace_period=grace,
-            preconditions=options.get("preconditions"))
-        log.info("%s %s %s", "deleted" if deleted else "marked for deletion",
-                 target.resource.plural, describe(obj))
+            preconditions=options.get("preconditions"), dry_run=dry_run)
+        log.info("%s%s %s %s", "dry run: " if dry_run else "",
+                 "deleted" if deleted else "marked for deletion", target.resource.plural,
+                 describe(obj))
         if target.resource.returns_deleted_object or not deleted:
             return json_response(obj)
         details = {**status_details(target.resource, target.name),

@@ -176,9 +176,11 @@ class Registry:
     # -- writes ------------------------------------------------------------------------
 
     async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
-                     *, strict: bool = False) -> tuple[dict[str, Any], list[str]]:
+                     *, strict: bool = False,
+                     dry_run: bool = False) -> tuple[dict[str, Any], list[str]]:
         """Store a new object; returns it and the unknown fields that were dropped
-        (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written)."""
+        (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written;
+        `dry_run`: every check, no write)."""
         pruned, unknown = decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
         obj = defaults.default_object(resource.plural, obj)
@@ -186,6 +188,9 @@ class Registry:
         check_no_causes(resource, name or object_name(body), validation.validate(resource.plural, obj))
         lease = await self.event_leases.lease() if resource.plural == "events" else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
+        if dry_run:
+            await self._check_creatable(resource, namespace, name, requires)
+            return obj, unknown
         try:
             revision = await self.storage.create(self.key(resource, namespace, name), obj,
                                                  lease=lease, requires=requires)
@@ -195,9 +200,18 @@ class Registry:
             raise errors.not_found("namespaces", namespace or "") from None
         return objects.with_resource_version(obj, revision), unknown
 
+    async def _check_creatable(self, resource: Resource, namespace: str | None, name: str,
+                               requires: str | None) -> None:
+        """What a create transaction would refuse, checked without writing (dry run)."""
+        if requires is not None and await self.storage.get(requires) is None:
+            raise errors.not_found("namespaces", namespace or "")
+        if await self.storage.get(self.key(resource, namespace, name)) is not None:
+            raise already_exists(resource, name)
+
     async def update(self, resource: Resource, namespace: str | None, name: str,
                      body: dict[str, Any], *, subresource: str | None = None,
-                     strict: bool = False) -> tuple[dict[str, Any], list[str], bool]:
+                     strict: bool = False,
+                     dry_run: bool = False) -> tuple[dict[str, Any], list[str], bool]:
         """Replace an object; returns it, the unknown fields dropped, and whether the PUT
         created it (resources whose strategy allows create on update, like leases)."""
         pruned, unknown = decode(resource, body, strict=strict)
@@ -215,7 +229,7 @@ class Registry:
         try:
             updated = await self.guaranteed_update(resource, namespace, name, replace,
                                                    precondition=precondition,
-                                                   subresource=subresource)
+                                                   subresource=subresource, dry_run=dry_run)
         except errors.NotFound:
             if subresource is not None or not resource.allow_create_on_update:
                 raise
@@ -223,14 +237,14 @@ class Registry:
                     if k != "resourceVersion"}
             created, _ = await self.create(resource, namespace,
                                            {**body, "metadata": {**meta, "name": name}},
-                                           strict=strict)
+                                           strict=strict, dry_run=dry_run)
             return created, unknown, True
         return updated, unknown, False
 
     async def guaranteed_update(self, resource: Resource, namespace: str | None, name: str,
                                 mutate: Mutation, *, precondition: str | None = None,
                                 subresource: str | None = None,
-                                validate: bool = True) -> dict[str, Any]:
+                                validate: bool = True, dry_run: bool = False) -> dict[str, Any]:
         """Read, mutate, validate, write-if-unchanged; retry on a concurrent write.
 
         With `precondition` (a resourceVersion the client read) a concurrent write is a
@@ -250,6 +264,8 @@ class Registry:
                 check = (validation.validate_status_update if subresource == "status"
                          else validation.validate_update)
                 check_no_causes(resource, name, check(resource.plural, new, kv.value))
+            if dry_run:
+                return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.plural == "events" else 0
             try:
                 revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,
@@ -265,7 +281,8 @@ class Registry:
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      grace_period: int | None = None,
-                     preconditions: dict[str, Any] | None = None) -> tuple[dict[str, Any], bool]:
+                     preconditions: dict[str, Any] | None = None,
+                     dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Delete now, or mark for graceful deletion; returns (object, deleted_now)."""
         key = self.key(resource, namespace, name)
         for _ in range(MAX_UPDATE_ATTEMPTS):
@@ -279,6 +296,9 @@ class Registry:
                 grace = objects.pod_delete_grace(current, grace_period)
                 if grace > 0:
                     marked = objects.mark_for_deletion(current, grace) or current
+            if dry_run:
+                return objects.with_resource_version(marked or current, kv.mod_revision), \
+                    marked is None
             try:
                 if marked is not None:
                     if marked is current:

@@ -385,3 +385,30 @@ async def test_delete_with_a_uid_precondition_only_deletes_that_object(
                                 preconditions={"uid": first["metadata"]["uid"]})
         assert "Precondition failed: UID in precondition" in refused.value.message
         assert (await http.get(f"{PODS}/{name}")).status_code == 200
+
+
+async def test_dry_run_checks_everything_and_writes_nothing(http: httpx.AsyncClient) -> None:
+    """`kubectl ... --dry-run=server` sends dryRun=All: the answer as if, nothing stored."""
+    name = unique("dry")
+    before = await count_pods(http)
+    r = await http.post(PODS, json=pod(name), params={"dryRun": "All"})
+    assert r.status_code == 201, r.text
+    assert r.json()["spec"]["restartPolicy"] == "Always"  # defaulted, validated
+    assert (await http.get(f"{PODS}/{name}")).status_code == 404
+    assert await count_pods(http) == before
+    assert_status(await http.post(PODS, json={"metadata": {"name": "Bad_Name"}},
+                                  params={"dryRun": "All"}), 422, "Invalid")
+
+    created = (await http.post(PODS, json=pod(name))).json()
+    r = await http.patch(f"{PODS}/{name}", json={"metadata": {"labels": {"dry": "run"}}},
+                         params={"dryRun": "All"},
+                         headers={"Content-Type": "application/merge-patch+json"})
+    assert r.status_code == 200 and r.json()["metadata"]["labels"]["dry"] == "run"
+    stored = (await http.get(f"{PODS}/{name}")).json()
+    assert "dry" not in stored["metadata"]["labels"]
+    assert stored["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+
+    r = await http.delete(f"{PODS}/{name}", params={"dryRun": "All"})
+    assert r.status_code == 200
+    assert (await http.get(f"{PODS}/{name}")).status_code == 200
+    assert_status(await http.delete(f"{PODS}/{name}", params={"dryRun": "Some"}), 422, "Invalid")
