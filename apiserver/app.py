@@ -460,6 +460,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         while True:
             try:
                 await registry.ensure_default_namespaces()
+                await registry.namespaces.resume()
                 return
             except Unavailable as e:
                 log.warning("etcd not reachable yet (%s); retrying", e)
@@ -472,6 +473,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
         task.cancel()
+        await registry.namespaces.stop()
         await registry.cacher.stop()
         await storage.close()
 

@@ -14,8 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from apiserver import defaults, objects, schema, validation
+from apiserver import defaults, namespaces, objects, schema, validation
 from apiserver.cacher import Cacher
+from apiserver.namespaces import NamespaceLifecycle, forbidden_delete, mark_terminating
 from apiserver.resources import (
     DEFAULT_NAMESPACES,
     RESOURCES,
@@ -130,6 +131,7 @@ class Registry:
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
         self.cacher = Cacher(storage)
+        self.namespaces = NamespaceLifecycle(self)
 
     def key(self, resource: Resource, namespace: str | None, name: str) -> str:
         return object_key(self.prefix, resource, namespace, name)
@@ -188,6 +190,7 @@ class Registry:
         check_no_causes(resource, name or object_name(body), validation.validate(resource.plural, obj))
         lease = await self.event_leases.lease() if resource.plural == "events" else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
+        self.namespaces.check_create(resource.qualified, name, namespace)
         if dry_run:
             await self._check_creatable(resource, namespace, name, requires)
             return obj, unknown
@@ -284,6 +287,8 @@ class Registry:
                      preconditions: dict[str, Any] | None = None,
                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Delete now, or mark for graceful deletion; returns (object, deleted_now)."""
+        if resource.plural == "namespaces":
+            return await self._delete_namespace(name, preconditions or {}, dry_run=dry_run), False
         key = self.key(resource, namespace, name)
         for _ in range(MAX_UPDATE_ATTEMPTS):
             kv = await self._get_kv(resource, namespace, name)
@@ -313,6 +318,19 @@ class Registry:
             except RevisionMismatch:
                 continue
         raise conflict(resource, name)
+
+    async def _delete_namespace(self, name: str, preconditions: dict[str, Any], *,
+                                dry_run: bool) -> dict[str, Any]:
+        """Namespaces end through `Terminating` (see apiserver/namespaces.py)."""
+        resource = RESOURCES["namespaces"]
+        kv = await self._get_kv(resource, None, name)
+        check_preconditions(resource, name, kv, preconditions)
+        if dry_run:
+            if name in namespaces.IMMORTAL:
+                raise forbidden_delete(name)
+            marked = mark_terminating(kv.value) or kv.value
+            return objects.with_resource_version(marked, kv.mod_revision)
+        return await self.namespaces.delete(name)
 
     async def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
         pods = RESOURCES["pods"]
