@@ -288,6 +288,7 @@ def test_status_column(cluster: Cluster) -> None:
         assert wait_status(kubectl, "st-pull", "ImagePullBackOff")[1] == "0/1"
         crash = wait_status(kubectl, "st-crash", "CrashLoopBackOff")
         assert re.fullmatch(r"[1-9]\d* \(\d+s ago\)", crash[3])
+        assert kubectl("logs", "st-crash", "--previous") == "boom\n"
         assert pod_row(kubectl, "st-nowhere")[2] == "Pending"
         scheduling = describe_events(kubectl("describe", "pod", "st-nowhere"))
         assert scheduling[-1][:2] == ["Warning", "FailedScheduling"]
