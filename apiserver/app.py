@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, objects, patch, schema, tables
+from apiserver import discovery, objects, patch, protobuf, schema, tables
 from apiserver.registry import Registry, status_details
 from apiserver.resources import RESOURCES, Resource, group_version, lookup
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -121,20 +121,20 @@ def parse_document(raw: bytes, kind: str) -> Any:
 
 async def decode_object(request: Request, resource: Resource, *, kind: str | None = None,
                         ) -> dict[str, Any]:
-    """The request body as an object of `kind` (JSON or YAML)."""
+    """The request body as an object of `kind` (JSON, YAML, or protobuf for the kinds
+    kubectl's typed clients send that way)."""
     content_type = media_type(request)
-    if content_type in JSON_TYPES:
-        fmt = "json"
-    elif content_type in YAML_TYPES:
-        fmt = "yaml"
-    else:
+    if content_type not in JSON_TYPES + YAML_TYPES + (protobuf.MEDIA_TYPE,):
         raise errors.UnsupportedMediaType(
             f'the body of the request was in an unknown format - accepted media types include: '
             f'{ACCEPTED_BODY_TYPES}')
     raw = await read_body(request)
     if not raw.strip():
         raise errors.BadRequest("the body of the request was empty")
-    body = parse_document(raw, fmt)
+    if content_type == protobuf.MEDIA_TYPE:
+        body: Any = protobuf.decode(raw, accepted=ACCEPTED_BODY_TYPES)
+    else:
+        body = parse_document(raw, "yaml" if content_type in YAML_TYPES else "json")
     expected_kind = kind or resource.kind
     version = resource.version
     if not isinstance(body, dict):

@@ -392,3 +392,21 @@ def test_run_watch_and_logs(cluster: Cluster) -> None:
             follower.stop()
     finally:
         kubectl.run("delete", "pod", "web", "--grace-period=0", "--force", check=False)
+
+
+def test_namespaces(cluster: Cluster) -> None:
+    """`kubectl create namespace` sends protobuf; deleting one empties it, then it is gone."""
+    kubectl = cluster.kubectl
+    assert kubectl("create", "namespace", "team-a") == "namespace/team-a created\n"
+    rows = table_lines(kubectl("get", "namespaces"))
+    assert rows[0] == ["NAME", "STATUS", "AGE"]
+    assert ["team-a", "Active"] in [row[:2] for row in rows[1:]]
+    kubectl("run", "short", "-n", "team-a", "--image=kubelite/busybox:1.35", "--",
+            "sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait")
+    kubectl("wait", "-n", "team-a", "--for=condition=Ready", "pod/short", "--timeout=60s")
+    assert kubectl("delete", "namespace", "team-a") == 'namespace "team-a" deleted\n'
+    gone = kubectl.run("get", "namespace", "team-a", check=False)
+    assert gone.stderr == 'Error from server (NotFound): namespaces "team-a" not found\n'
+    refused = kubectl.run("delete", "namespace", "default", check=False)
+    assert refused.stderr == ('Error from server (Forbidden): namespaces "default" is forbidden: '
+                              'this namespace may not be deleted\n')
