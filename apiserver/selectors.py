@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.validation import is_label_value, is_qualified_name
 from common.errors import BadRequest
 
 # ---------------------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ class _LabelParser:
             kind, literal = self.consume()
         if kind != _IDENTIFIER:
             raise _SelectorSyntaxError(f"found '{literal}', expected: identifier")
-        problems = label_key_problems(literal)
+        problems = is_qualified_name(literal)
         if problems:
             raise _SelectorSyntaxError(_field_invalid("<nil>", literal, "; ".join(problems)))
         if self.lookahead()[0] in (_END, ",") and operator != DOES_NOT_EXIST:
@@ -312,7 +313,7 @@ def _new_requirement(key: str, operator: str, values: list[str]) -> Requirement:
                     f"values[{index}]", value,
                     "for 'Gt', 'Lt' operators, the value must be an integer"))
     for index, value in enumerate(values):
-        value_problems = label_value_problems(value)
+        value_problems = is_label_value(value)
         if value_problems:
             problems.append(_field_invalid(
                 f"values[{index}][{key}]", value, "; ".join(value_problems)))
@@ -341,76 +342,6 @@ def parse_label_selector(text: str) -> LabelSelector:
         raise BadRequest(str(e)) from None
     requirements.sort(key=lambda r: r.key)
     return LabelSelector(tuple(requirements))
-
-
-# --- label key and value validation (apimachinery/pkg/api/validate/content) ---------------
-
-_LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_KEY_MSG = ("must consist of alphanumeric characters, '-', '_' or '.', "
-                  "and must start and end with an alphanumeric character")
-_LABEL_VALUE_FMT = f"({_LABEL_KEY_FMT})?"
-_LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric characters, "
-                    "'-', '_' or '.', and must start and end with an alphanumeric character")
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                          "characters, '-' or '.', and must start and end with an alphanumeric "
-                          "character")
-_LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT + r"\Z")
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT + r"\Z")
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT + r"\Z")
-
-
-def _regex_error(message: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{message} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{example}', " for example in examples)
-    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _dns1123_subdomain_problems(value: str) -> list[str]:
-    problems = []
-    if len(value.encode()) > 253:
-        problems.append("must be no more than 253 bytes")
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        problems.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return problems
-
-
-def label_key_problems(key: str) -> list[str]:
-    """content.IsLabelKey: empty when `key` is a valid label key."""
-    parts = key.split("/")
-    if len(parts) > 2:
-        return ["a valid label key " + _regex_error(
-            _LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
-    problems: list[str] = []
-    name = parts[-1]
-    if len(parts) == 2:
-        prefix = parts[0]
-        if not prefix:
-            problems.append("prefix part must be non-empty")
-        else:
-            problems.extend("prefix part " + p for p in _dns1123_subdomain_problems(prefix))
-    if not name:
-        problems.append("name part must be non-empty")
-    elif len(name.encode()) > 63:
-        problems.append("name part must be no more than 63 bytes")
-    if not _LABEL_KEY_RE.match(name):
-        problems.append("name part " + _regex_error(
-            _LABEL_KEY_MSG, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc"))
-    return problems
-
-
-def label_value_problems(value: str) -> list[str]:
-    """content.IsLabelValue: empty when `value` is a valid label value."""
-    problems = []
-    if len(value.encode()) > 63:
-        problems.append("must be no more than 63 bytes")
-    if not _LABEL_VALUE_RE.match(value):
-        problems.append(_regex_error(
-            _LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return problems
 
 
 # ---------------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_label_selector_errors(selector: str, message: str) -> None:
         ("a/b/c", "a valid label key must consist of"),
         ("/name", "prefix part must be non-empty"),
         ("app.kubernetes_io/name", "prefix part a lowercase RFC 1123 subdomain"),
-        ("x" * 64, "name part must be no more than 63 bytes"),
+        ("x" * 64, "name part must be no more than 63 characters"),
     ],
 )
 def test_label_selector_rejects_invalid_keys(key: str, fragment: str) -> None:
