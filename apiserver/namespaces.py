@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from apiserver import objects
 from apiserver.resources import RESOURCES
 from apiserver.storage import KeyNotFound, RevisionMismatch, StorageError
 from common import errors
+from common.timestamps import rfc3339
 
 if TYPE_CHECKING:
     from apiserver.registry import Registry
@@ -48,7 +49,7 @@ def mark_terminating(namespace: dict[str, Any], *, now: datetime | None = None,
     if meta.get("deletionTimestamp"):
         return None
     out = dict(namespace)
-    out["metadata"] = {**meta, "deletionTimestamp": objects.now_rfc3339(now or datetime.now(UTC)),
+    out["metadata"] = {**meta, "deletionTimestamp": rfc3339(now),
                        "deletionGracePeriodSeconds": 0}
     out["status"] = {**(namespace.get("status") or {}), "phase": "Terminating"}
     return out

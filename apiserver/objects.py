@@ -13,15 +13,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apiserver.resources import Resource
+from common.timestamps import rfc3339
 
 # kube's generateName suffix alphabet (no vowels, no confusable digits), 5 characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_SET_META = ("uid", "creationTimestamp", "deletionTimestamp",
                     "deletionGracePeriodSeconds", "generation", "resourceVersion", "selfLink")
-
-
-def now_rfc3339(now: datetime | None = None) -> str:
-    return (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def generate_name(prefix: str) -> str:
@@ -64,7 +61,7 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any], *,
     else:
         meta.pop("namespace", None)
     meta["uid"] = str(uuid.uuid4())
-    meta["creationTimestamp"] = now_rfc3339(now)
+    meta["creationTimestamp"] = rfc3339(now)
     if resource.tracks_generation and (resource.has_status or "spec" in obj):
         meta["generation"] = 1
     out["metadata"] = meta
@@ -135,7 +132,7 @@ def mark_for_deletion(obj: dict[str, Any], grace: int, *,
         return None
     out = copy.copy(obj)
     when = (now or datetime.now(UTC)) + timedelta(seconds=grace)
-    out["metadata"] = {**meta, "deletionTimestamp": now_rfc3339(when),
+    out["metadata"] = {**meta, "deletionTimestamp": rfc3339(when),
                        "deletionGracePeriodSeconds": grace}
     return out
 
@@ -147,7 +144,7 @@ def bind_pod(pod: dict[str, Any], node_name: str, *, now: datetime | None = None
     status = dict(pod.get("status") or {})
     conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": now_rfc3339(now)})
+                       "lastTransitionTime": rfc3339(now)})
     status["conditions"] = conditions
     out["status"] = status
     return out

@@ -14,11 +14,11 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from common.client import ApiClient
 from common.errors import AlreadyExists, NotFound
+from common.timestamps import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +27,6 @@ MAX_CACHE_ENTRIES = 4096
 DEFAULT_NAMESPACE = "default"
 
 EventKey = tuple[str, ...]
-
-
-def rfc3339(moment: datetime) -> str:
-    """metav1.Time's wire format: seconds precision, UTC, 'Z'."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def event_name(object_name: str, unix_nanos: int) -> str:
@@ -121,7 +116,7 @@ class EventRecorder:
                               involved)
         async with seen.lock:
             seen.count += 1
-            now = rfc3339(datetime.now(UTC))
+            now = rfc3339()
             event = make_event(name=seen.name, namespace=seen.namespace, involved=involved,
                                type_=type_, reason=reason, message=message, source=self.source,
                                count=seen.count, first_timestamp=seen.first_timestamp,
@@ -149,7 +144,7 @@ class EventRecorder:
             return seen
         seen = _Seen(name=event_name(involved.get("name", "unknown"), time.time_ns()),
                      namespace=involved.get("namespace") or DEFAULT_NAMESPACE,
-                     first_timestamp=rfc3339(datetime.now(UTC)))
+                     first_timestamp=rfc3339())
         self._seen[key] = seen
         while len(self._seen) > MAX_CACHE_ENTRIES:
             self._seen.popitem(last=False)

@@ -26,8 +26,8 @@ import httpx
 
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
 from common.models import format_micro_time
+from common.timestamps import rfc3339
 from kubelet.runtime import Runtime, RuntimeVersion
-from kubelet.status import rfc3339
 
 log = logging.getLogger(__name__)
 

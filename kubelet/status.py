@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from common.timestamps import rfc3339
 from kubelet.runtime import ContainerInfo, PodObservation
 
 # Waiting reasons, as the kubelet words them.
@@ -44,10 +45,6 @@ class Waiting:
 
     reason: str
     message: str = ""
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_full_name(pod: Mapping[str, Any]) -> str:

@@ -22,7 +22,6 @@ import socket
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -31,6 +30,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
 from common.informer import Informer
+from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
 from scheduler.framework import (
@@ -69,10 +69,6 @@ class Options:
     # The health and metrics endpoint (scheduler.server); port 0 turns it off.
     bind_address: str = DEFAULT_BIND_ADDRESS
     port: int = DEFAULT_PORT
-
-
-def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def unbound_pods_selector(scheduler_name: str) -> str:
@@ -273,7 +269,7 @@ class Scheduler:
                                      reasons: dict[str, str] | None) -> None:
         await self.recorder.event(pod, "Warning", "FailedScheduling", message)
         reason = "Unschedulable" if reasons is not None else "SchedulerError"
-        condition = unschedulable_condition_patch(pod, message, now_rfc3339(), reason=reason)
+        condition = unschedulable_condition_patch(pod, message, rfc3339(), reason=reason)
         if condition is not None:
             await self._patch(pod, condition, subresource="status")
         if reasons is not None:
