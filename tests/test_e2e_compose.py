@@ -27,8 +27,8 @@ from tests.docker_support import (
     node_containers,
     remove_node_containers,
 )
+from tests.seeds import Nodes, example, kubectl, run_seeds, running_on
 from tests.support import REPO, free_port
-from tests.test_e2e_up import Nodes, example, kubectl, run_seeds, running_on
 
 pytestmark = pytest.mark.docker
 

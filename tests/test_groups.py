@@ -21,8 +21,7 @@ from apiserver.schema import decode
 from apiserver.validation import validate, validate_update
 from common.errors import BadRequest
 from common.models import micro_time_string
-from tests.support import ApiServer, Etcd, unique
-from tests.test_discovery import Kubectl, table_lines
+from tests.support import ApiServer, Etcd, Kubectl, table_lines, unique
 
 GROUP_PATH = "/apis/coordination.k8s.io/v1"
 LEASES = f"{GROUP_PATH}/namespaces/default/leases"

@@ -28,8 +28,7 @@ from tests.docker_support import (
     ensure_docker,
     remove_node_containers,
 )
-from tests.support import PYTHON, ApiServer, Etcd, Process, unique
-from tests.test_discovery import KUBECTL, Kubectl, table_lines
+from tests.support import KUBECTL, PYTHON, ApiServer, Etcd, Kubectl, Process, table_lines, unique
 
 pytestmark = pytest.mark.docker
 

@@ -11,8 +11,8 @@ import yaml
 
 from tests import readme
 from tests.docker_support import ensure_docker
+from tests.seeds import Launcher
 from tests.support import REPO, ApiServer, Etcd
-from tests.test_e2e_up import Launcher
 
 
 @pytest.fixture(scope="module")
