@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -129,7 +130,7 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[dict[
         translated = translate(request, item)
         if translated is not None:
             last_reported = item.revision
-            yield {"type": translated[0], "object": translated[1]}
+            yield SharedEvent(translated[0], translated[1], memo=(item.key, item.revision))
 
 
 async def _changes_after(registry: Registry, request: WatchRequest, after: int,
@@ -170,6 +171,43 @@ async def _request_progress_forever(request_progress: Callable[[], None]) -> Non
         request_progress()
 
 
+class SharedEvent(dict[str, Any]):
+    """A watch event that other watchers of the same change receive too: `memo` names the
+    change, so its JSON line is encoded once for all of them (kube's cachingObject)."""
+
+    __slots__ = ("memo",)
+
+    def __init__(self, type_: str, obj: dict[str, Any], *, memo: tuple[str, int]) -> None:
+        super().__init__(type=type_, object=obj)
+        self.memo = memo
+
+
+class EncodedLines:
+    """The JSON lines of recent watch events, shared by every watcher that sends them."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._lines: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
+
+    def line(self, event: dict[str, Any]) -> bytes:
+        if not isinstance(event, SharedEvent):
+            return encode_line(event)
+        key = (*event.memo, event["type"])
+        line = self._lines.get(key)
+        if line is None:
+            line = self._lines[key] = encode_line(event)
+            if len(self._lines) > self.capacity:
+                self._lines.popitem(last=False)
+        return line
+
+
+def encode_line(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+
+
+ENCODED = EncodedLines()
+
+
 async def watch_lines(events: AsyncIterator[dict[str, Any]], *, timeout: float,
                       render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                       ) -> AsyncIterator[bytes]:
@@ -183,8 +221,7 @@ async def watch_lines(events: AsyncIterator[dict[str, Any]], *, timeout: float,
                 event = await asyncio.wait_for(anext(iterator), remaining)
             except (StopAsyncIteration, TimeoutError):
                 return
-            out = render(event) if render is not None else event
-            yield json.dumps(out, separators=(",", ":")).encode() + b"\n"
+            yield encode_line(render(event)) if render is not None else ENCODED.line(event)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:

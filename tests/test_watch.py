@@ -295,3 +295,18 @@ async def test_send_initial_events_ends_with_marked_bookmark(http: httpx.AsyncCl
     assert events[1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     r = await http.get(PODS, params={"watch": "true", "sendInitialEvents": "true"})
     assert r.status_code == 422
+
+
+def test_a_change_is_encoded_once_for_every_watcher() -> None:
+    from apiserver.watch import EncodedLines, SharedEvent
+
+    lines = EncodedLines(capacity=2)
+    obj = {"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "7"}}
+    first = lines.line(SharedEvent("MODIFIED", obj, memo=("/registry/pods/default/a", 7)))
+    second = lines.line(SharedEvent("MODIFIED", dict(obj), memo=("/registry/pods/default/a", 7)))
+    assert first is second  # the same bytes object: encoded once
+    assert json.loads(first) == {"type": "MODIFIED", "object": obj}
+    # a watcher whose selector just started matching sees the same change as ADDED
+    added = lines.line(SharedEvent("ADDED", obj, memo=("/registry/pods/default/a", 7)))
+    assert json.loads(added)["type"] == "ADDED"
+    assert lines.line({"type": "BOOKMARK", "object": {}}).endswith(b"\n")
