@@ -6,6 +6,8 @@ command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || missing+=(etcd-server
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 [ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || missing+=(busybox-static)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# jq: the README's curl examples (and tests/test_readme.py, which runs them) use it
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
