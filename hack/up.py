@@ -166,10 +166,14 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
 
 
 def scheduler_component(options: Options) -> Component:
-    """The scheduler; ready when its /readyz says its informers have synced."""
+    """The scheduler; ready when its /readyz says its informers have synced.
+
+    One scheduler, so no leader election (as k3s runs a single server): a lease it could
+    lose during an apiserver restart would only stop it for nothing.
+    """
     port = options.scheduler_port
     return Component("scheduler", "scheduler", (
-        PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url,
+        PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url, "--leader-elect=false",
         "--bind-address", LOCALHOST, "--port", str(port),
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=(("scheduler", port),) if port else ())

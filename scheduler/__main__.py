@@ -5,9 +5,31 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 
+from common.leaderelection import LeaderElectionConfig, timing_errors
 from scheduler.main import DEFAULT_SCHEDULER_NAME, Options, serve
 from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds of a Go-style duration flag: `15s`, `1.5s`, `500ms`, `1m`, or bare seconds."""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)(ms|s|m|h)?", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 15s, 500ms)")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
+
+
+def boolean(text: str) -> bool:
+    """`--leader-elect=false`, as Go's flag package reads booleans."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (true or false)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -30,9 +52,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT,
                         help="its port, plain HTTP (default: %(default)s, kube-scheduler's); "
                              "0 serves none")
+    election = parser.add_argument_group("leader election (kube-scheduler's flags)")
+    election.add_argument("--leader-elect", type=boolean, nargs="?", const=True, default=True,
+                          metavar="BOOL",
+                          help="only the holder of a Lease schedules; others wait to take "
+                               "over (default: true)")
+    election.add_argument("--leader-elect-lease-duration", type=duration, default=15.0,
+                          metavar="DURATION",
+                          help="how long a lease stays valid after its last renewal "
+                               "(default: 15s)")
+    election.add_argument("--leader-elect-renew-deadline", type=duration, default=10.0,
+                          metavar="DURATION",
+                          help="the leader stops when it could not renew for this long "
+                               "(default: 10s)")
+    election.add_argument("--leader-elect-retry-period", type=duration, default=2.0,
+                          metavar="DURATION",
+                          help="between two attempts to acquire or renew (default: 2s)")
+    election.add_argument("--leader-elect-resource-namespace", default="kube-system",
+                          help="namespace of the Lease (default: %(default)s)")
+    election.add_argument("--leader-elect-resource-name", default="kube-scheduler",
+                          help="name of the Lease (default: %(default)s)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    errors = timing_errors(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+                           args.leader_elect_retry_period)
+    if args.leader_elect and errors:
+        parser.error("; ".join(errors))
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,7 +90,14 @@ def main(argv: list[str] | None = None) -> None:
     options = Options(apiserver=args.apiserver, scheduler_name=args.scheduler_name,
                       parallelism=args.parallelism,
                       percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
-                      bind_address=args.bind_address, port=args.port)
+                      bind_address=args.bind_address, port=args.port,
+                      leader_elect=args.leader_elect,
+                      leader_election=LeaderElectionConfig(
+                          namespace=args.leader_elect_resource_namespace,
+                          name=args.leader_elect_resource_name,
+                          lease_duration=args.leader_elect_lease_duration,
+                          renew_deadline=args.leader_elect_renew_deadline,
+                          retry_period=args.leader_elect_retry_period))
     asyncio.run(serve(options))
 
 

@@ -7,6 +7,10 @@ the cache's snapshot, the pod is assumed on that node and bound in the backgroun
 off in the queue and the user is told why (`_explain_unschedulable`): a
 `FailedScheduling` event, the `PodScheduled=False` condition, and an annotation naming
 each node's reason. Node changes that let a waiting pod fit move it back at once.
+
+With leader election (the default, as kube-scheduler), every instance runs its informers
+but only the holder of the `kube-system/kube-scheduler` Lease schedules; an instance that
+loses the lease exits with status 1, for its supervisor to restart it as a candidate.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import signal
 import socket
 from collections import Counter
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -30,6 +34,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
 from common.informer import Informer
+from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
@@ -69,6 +74,9 @@ class Options:
     # The health and metrics endpoint (scheduler.server); port 0 turns it off.
     bind_address: str = DEFAULT_BIND_ADDRESS
     port: int = DEFAULT_PORT
+    # Only the holder of the lease schedules (kube-scheduler's --leader-elect, on by default).
+    leader_elect: bool = True
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
 
 
 def unbound_pods_selector(scheduler_name: str) -> str:
@@ -154,14 +162,17 @@ class Scheduler:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Start the informers, wait for nodes and placed pods, then schedule forever."""
+    async def run(self, *, leading: asyncio.Event | None = None) -> None:
+        """Start the informers, wait for nodes and placed pods (and for `leading`, when
+        elections are on), then schedule forever."""
         informers = [self.nodes, self.assigned, self.unbound]
         tasks = [asyncio.create_task(i.run(), name=i.name) for i in informers]
         try:
             await asyncio.gather(self.nodes.wait_synced(), self.assigned.wait_synced())
             log.info("caches synced: %d node(s); scheduling pods with schedulerName=%s",
                      len(self.cache.node_infos()), self.options.scheduler_name)
+            if leading is not None:
+                await leading.wait()
             await self.run_loop()
         finally:
             for task in tasks:
@@ -295,13 +306,16 @@ class Scheduler:
     def unsynced_informers(self) -> list[str]:
         return [i.name for i in (self.nodes, self.assigned, self.unbound) if not i.has_synced]
 
-    def metrics_snapshot(self) -> metrics.MetricsSnapshot:
+    def metrics_snapshot(self, elector: LeaderElector | None = None
+                         ) -> metrics.MetricsSnapshot:
         counts = self.queue.counts()
+        leader = (None if elector is None
+                  else (elector.config.name, elector.leading.is_set()))
         return metrics.MetricsSnapshot(
             profile=self.options.scheduler_name,
             pending={q: counts[q] for q in metrics.PENDING_QUEUES},
             in_flight=counts["in_flight"], attempts=dict(self.attempts),
-            cache=self.cache.sizes())
+            cache=self.cache.sizes(), leader=leader)
 
     async def drain(self, *, seconds: float) -> None:
         """Let binds and reports in flight finish (up to `seconds`)."""
@@ -344,30 +358,55 @@ async def serve(options: Options) -> None:
     async with ApiClient(options.apiserver,
                          user_agent=f"kubelite-scheduler/{options.scheduler_name}") as client:
         scheduler = Scheduler(client, options=options)
-        log.info("starting %s against %s with filters %s and scores %s",
+        elector = (LeaderElector(client, options.leader_election) if options.leader_elect
+                   else None)
+        log.info("starting %s against %s with filters %s and scores %s; %s",
                  options.scheduler_name, options.apiserver,
                  json.dumps([p.name for p in scheduler.filters]),
-                 json.dumps([p.name for p in scheduler.scorers]))
-        running = asyncio.create_task(scheduler.run(), name="scheduler")
+                 json.dumps([p.name for p in scheduler.scorers]),
+                 f"leader election on lease {options.leader_election.lease_key} as "
+                 f"{options.leader_election.identity}" if elector else "no leader election")
+        running = asyncio.create_task(
+            scheduler.run(leading=elector.leading if elector else None), name="scheduler")
         endpoints = Endpoints(
             live=lambda: liveness(running), ready=lambda: readiness(scheduler, stop),
-            metrics=lambda: metrics.render_metrics(scheduler.metrics_snapshot()))
+            metrics=lambda: metrics.render_metrics(scheduler.metrics_snapshot(elector)))
         async with serving(sock, endpoints):
-            await run_until_stopped(scheduler, running, stop)
+            lost = await run_until_stopped(scheduler, running, stop, elector)
+    if lost:
+        log.error("leader election lost: exiting, to be restarted as a candidate")
+        raise SystemExit(1)
     log.info("stopped")
 
 
 async def run_until_stopped(scheduler: Scheduler, running: asyncio.Task[None],
-                            stop: asyncio.Event) -> None:
+                            stop: asyncio.Event, elector: LeaderElector | None = None
+                            ) -> bool:
+    """Run until a stop signal (then drain and release the lease) or until leadership is
+    lost (then stop at once, as kube-scheduler does); True when it was lost."""
     stopping = asyncio.create_task(stop.wait(), name="stop signal")
-    done, _ = await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    if running in done:
+    electing = (asyncio.create_task(elector.run(), name="leader election") if elector
+                else None)
+    waits = {running, stopping} | ({electing} if electing else set())
+    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    if stopping not in done:
         stopping.cancel()
-        running.result()  # a crash: let it propagate
-        return
+        for task in waits - done - {stopping}:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for task in done:
+            task.result()  # a crash: let it propagate
+        return electing in done  # the election ended: leadership lost
     log.info("shutting down: %d pod(s) still queued, %d bind/report task(s) in flight",
              len(scheduler.queue), len(scheduler.background))
     running.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await running
     await scheduler.drain(seconds=5)
+    if elector is not None and electing is not None:
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+        await elector.release()
+    return False

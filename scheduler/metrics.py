@@ -34,6 +34,8 @@ class MetricsSnapshot:
     in_flight: int  # popped by the loop, not bound or failed yet
     attempts: Mapping[str, int]  # result -> attempts since start
     cache: Mapping[str, int]  # type -> objects
+    # (lease name, whether this instance leads); None without leader election
+    leader: tuple[str, bool] | None = None
 
 
 def label_value(value: str) -> str:
@@ -70,6 +72,12 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
         "scheduler_cache_size", "gauge",
         "Nodes, pods (bound or assumed) and assumed pods in the scheduler's cache.",
         [({"type": t}, snapshot.cache.get(t, 0)) for t in CACHE_TYPES])
+    if snapshot.leader is not None:
+        name, leading = snapshot.leader
+        lines += metric_family(
+            "leader_election_master_status", "gauge",
+            "1 while this instance holds the leader election lease, else 0.",
+            [({"name": name}, int(leading))])
     return "\n".join(lines) + "\n"
 
 

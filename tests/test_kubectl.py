@@ -171,12 +171,14 @@ def test_node_leases(cluster: Cluster) -> None:
 
     def both_leases() -> list[list[str]] | None:
         rows = table_lines(kubectl("get", "leases", "-A"))
-        return rows if len(rows) == 3 else None
+        return rows if len(rows) == 4 else None  # and the scheduler's leader election lease
 
     rows = wait_for(both_leases, what="both node leases")
     assert rows[0] == ["NAMESPACE", "NAME", "HOLDER", "AGE"]
-    assert sorted(row[:3] for row in rows[1:]) == [["kube-node-lease", node1, node1],
-                                                   ["kube-node-lease", node2, node2]]
+    assert sorted(row[:3] for row in rows[1:] if row[0] == "kube-node-lease") == [
+        ["kube-node-lease", node1, node1], ["kube-node-lease", node2, node2]]
+    assert [row[:2] for row in rows[1:] if row[0] != "kube-node-lease"] == [
+        ["kube-system", "kube-scheduler"]]
     lease = yaml.safe_load(kubectl("get", "lease", "-n", "kube-node-lease", node1, "-o", "yaml"))
     assert (lease["apiVersion"], lease["kind"]) == ("coordination.k8s.io/v1", "Lease")
     assert lease["spec"]["holderIdentity"] == node1

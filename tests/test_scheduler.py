@@ -3,17 +3,21 @@
 Nodes are plain API objects (no kubelet). The module runs its own etcd + apiserver so
 other modules' nodes cannot change the "0/N nodes" counts, and every test deletes the
 nodes and pods it made. Tests that start their own scheduler processes give them their
-own `--scheduler-name`, so the module's shared scheduler never touches those pods.
+own `--scheduler-name`, so the module's shared scheduler never touches those pods, and
+a leader election lease of that name (kube's advice for several schedulers), so they do
+not wait for the shared scheduler's `kube-system/kube-scheduler`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +26,7 @@ import pytest
 
 from common.client import ApiClient
 from common.errors import NotFound
+from common.models import format_micro_time, parse_micro_time
 from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
 from tests.support import (
     PYTHON,
@@ -41,13 +46,17 @@ class SchedulerProcess:
     """`python -m scheduler`, its health and metrics endpoint on a free port (0: none)."""
 
     def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
-                 scheduler_name: str = "default-scheduler", port: int | None = None) -> None:
+                 scheduler_name: str = "default-scheduler", port: int | None = None,
+                 leader_elect: bool = True, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
+        election = ["--leader-elect", "true" if leader_elect else "false"]
+        if scheduler_name != "default-scheduler":
+            election += ["--leader-elect-resource-name", scheduler_name]
         self.process = Process(name, [
             PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
             "--scheduler-name", scheduler_name, "--log-level", "info",
-            "--port", str(self.port),
+            "--port", str(self.port), *election, *extra_args,
         ], workdir / f"{name}.log")
 
     def start(self) -> SchedulerProcess:
@@ -62,6 +71,11 @@ class SchedulerProcess:
 
     def log_count(self, text: str) -> int:
         return self.process.log().count(text)
+
+    def identity(self) -> str | None:
+        """The leader election identity of its latest start (from its first log line)."""
+        found = re.findall(r"leader election on lease \S+ as (\S+)", self.process.log())
+        return found[-1] if found else None
 
 
 @pytest.fixture(scope="module")
@@ -317,7 +331,10 @@ async def test_two_schedulers_bind_every_pod_exactly_once(
     key = unique("race")
     for _ in range(4):
         await objects.node(unique("race-node"), labels={key: "yes"})
-    racers = [SchedulerProcess(cluster, tmp_path, name=f"racer{i}", scheduler_name=name).start()
+    # Without leader election, on purpose: both schedule at once, to exercise the
+    # apiserver's refusal of a second binding (with it, only one of them would schedule).
+    racers = [SchedulerProcess(cluster, tmp_path, name=f"racer{i}", scheduler_name=name,
+                               leader_elect=False).start()
               for i in range(2)]
     try:
         await asyncio.gather(*(r.wait_synced() for r in racers))
@@ -504,3 +521,107 @@ def test_a_port_in_use_stops_the_scheduler_with_one_clear_line(
     assert f"cannot serve /healthz and /metrics on 127.0.0.1:{port}" in log, log
     assert "--port 0 for none" in log
     assert "Traceback" not in log and "starting" not in log, log
+
+
+async def test_leader_election_one_schedules_sigterm_hands_over_a_crash_waits_for_expiry(
+        api: ApiClient, objects: Objects, cluster: ApiServer, tmp_path: Path) -> None:
+    name = unique("elected-scheduler")  # the scheduler name and its lease's name
+    key = unique("elected")
+    node = unique("elected-node")
+    await objects.node(node, labels={key: "yes"})
+    timing = ("--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
+              "--leader-elect-retry-period", "1s")
+    candidates = [SchedulerProcess(cluster, tmp_path, name=f"candidate{i}", scheduler_name=name,
+                                   extra_args=timing).start() for i in range(2)]
+
+    async def lease() -> dict[str, Any]:
+        return await api.get("leases", name, namespace="kube-system")
+
+    async def leader_other_than(gone: str) -> SchedulerProcess | None:
+        """The live candidate holding the lease, once someone other than `gone` holds it."""
+        for candidate in candidates:
+            assert candidate.process.alive() or candidate.identity() == gone, (
+                candidate.process.log()[-3000:])
+        try:
+            holder = (await lease())["spec"].get("holderIdentity")
+        except NotFound:
+            return None
+        for candidate in candidates:
+            if holder and holder != gone and candidate.identity() == holder:
+                return candidate
+        return None
+
+    async def bound_by(leader: SchedulerProcess, pod: str) -> None:
+        await objects.pod(pod, node_selector={key: "yes"}, scheduler_name=name)
+        assert await wait_bound(api, pod) == node
+        assert leader.log_count(f"Successfully assigned default/{pod} ") == 1
+        assert sum(c.log_count(f"Successfully assigned default/{pod} ")
+                   for c in candidates) == 1
+
+    try:
+        first = await until(lambda: leader_other_than(""), what="a leader")
+        [second] = [c for c in candidates if c is not first]
+        await second.wait_synced()
+        first_id, second_id = first.identity(), second.identity()
+        assert first_id and second_id
+        spec = (await lease())["spec"]
+        assert (spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (4, 0)
+        assert first.log_count(f"lease kube-system/{name} acquired: {first_id}") == 1
+
+        async def waiting() -> bool:
+            return second.log_count(f"lease kube-system/{name} is held by {first_id}") == 1
+        await eventually(waiting, what="the other candidate to say it waits")
+        await bound_by(first, "elected-1")
+        assert second.log_count("Successfully assigned") == 0
+        async with httpx.AsyncClient(timeout=10) as http:
+            gauge = f'leader_election_master_status{{name="{name}"}}'
+            for candidate, value in ((first, 1), (second, 0)):
+                samples = metric_samples((await http.get(f"{candidate.url}/metrics")).text)
+                assert samples[gauge] == value
+
+        # SIGTERM: the leader releases the lease as it goes; the other takes over at once.
+        first.process.signal(signal.SIGTERM)
+        assert first.process.proc is not None
+        assert first.process.proc.wait(timeout=15) == 0
+        assert f"lease kube-system/{name} released" in first.process.log()
+        # Still well within the 4 s the lease had left: only a release explains this.
+        assert (await lease())["spec"]["holderIdentity"] in ("", second_id)
+        assert await until(lambda: leader_other_than(first_id), within=15,
+                           what="the other candidate to take over") is second
+        assert (await lease())["spec"]["leaseTransitions"] == 1
+        await bound_by(second, "elected-2")
+
+        # Its supervisor restarts it: a new identity, now the one waiting.
+        first.start()
+        await first.wait_synced(times=2)
+        restarted_id = first.identity()
+        assert restarted_id and restarted_id != first_id
+
+        # kill -9: no release; the other waits until the lease expired.
+        second.process.kill()
+        held = (await lease())["spec"]
+        assert held["holderIdentity"] == second_id
+        assert await until(lambda: leader_other_than(second_id), within=30,
+                           what="the restarted candidate to take the expired lease") is first
+        taken = (await lease())["spec"]
+        assert taken["holderIdentity"] == restarted_id
+        assert taken["leaseTransitions"] == 2
+        expired_at = (parse_micro_time(held["renewTime"])
+                      + timedelta(seconds=held["leaseDurationSeconds"]))
+        assert parse_micro_time(taken["acquireTime"]) > expired_at
+        await bound_by(first, "elected-3")
+
+        # Someone else takes the lease: the leader stops at its next renewal, exit status 1.
+        current = await lease()
+        current["spec"] = {**current["spec"], "holderIdentity": "intruder",
+                           "leaseDurationSeconds": 60,
+                           "renewTime": format_micro_time(datetime.now(UTC))}
+        await api.update("leases", current)
+        assert await asyncio.to_thread(first.process.proc.wait, 30) == 1
+        log = first.process.log()
+        assert f"lease kube-system/{name}: now held by intruder" in log
+        assert "leader election lost: exiting" in log
+        assert "Traceback" not in log
+    finally:
+        for candidate in candidates:
+            candidate.process.stop()

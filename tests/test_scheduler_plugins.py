@@ -643,6 +643,16 @@ def test_render_metrics_writes_every_series_in_prometheus_text() -> None:
     assert sum(line.startswith("# HELP ") for line in lines) == 4
 
 
+@pytest.mark.parametrize(("leading", "value"), [(True, 1), (False, 0)])
+def test_render_metrics_with_leader_election_adds_kubes_gauge(leading: bool,
+                                                              value: int) -> None:
+    text = render_metrics(MetricsSnapshot(
+        profile="default-scheduler", pending={}, in_flight=0, attempts={}, cache={},
+        leader=("kube-scheduler", leading)))
+    assert text.endswith("# TYPE leader_election_master_status gauge\n"
+                         f'leader_election_master_status{{name="kube-scheduler"}} {value}\n')
+
+
 @pytest.mark.parametrize(("checks", "verbose", "status", "body"), [
     ({"ping": None, "informer-sync": None}, False, 200, "ok"),
     ({"ping": None, "informer-sync": None}, True, 200,
