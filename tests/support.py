@@ -192,6 +192,48 @@ def unique(prefix: str) -> str:
 unique.counter = 0  # type: ignore[attr-defined]
 
 
+# --- the scheduler --------------------------------------------------------------------
+
+
+class SchedulerProcess:
+    """`python -m scheduler`, its health and metrics endpoint on a free port (0: none)."""
+
+    def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
+                 scheduler_name: str = "default-scheduler", port: int | None = None,
+                 leader_elect: bool = True, extra_args: tuple[str, ...] = ()) -> None:
+        self.port = free_port() if port is None else port
+        self.url = f"http://127.0.0.1:{self.port}"
+        election = ["--leader-elect", "true" if leader_elect else "false"]
+        if scheduler_name != "default-scheduler":
+            election += ["--leader-elect-resource-name", scheduler_name]
+        self.process = Process(name, [
+            PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
+            "--scheduler-name", scheduler_name, "--log-level", "info",
+            "--port", str(self.port), *election, *extra_args,
+        ], workdir / f"{name}.log")
+
+    def start(self) -> SchedulerProcess:
+        self.process.start()
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    async def wait_synced(self, *, times: int = 1) -> None:
+        async def synced() -> bool:
+            assert self.process.alive(), self.process.log()[-3000:]
+            return self.process.log().count("caches synced") >= times
+        await eventually(synced, timeout=30, what=f"{self.process.name} to sync")
+
+    def log_count(self, text: str) -> int:
+        return self.process.log().count(text)
+
+    def identity(self) -> str | None:
+        """The leader election identity of its latest start (from its first log line)."""
+        found = re.findall(r"leader election on lease \S+ as (\S+)", self.process.log())
+        return found[-1] if found else None
+
+
 # --- the real kubectl --------------------------------------------------------------------
 
 KUBECTL = Path(sys.executable).parent / "kubectl"

@@ -35,7 +35,7 @@ from tests.docker_support import (
     node_containers,
     remove_node_containers,
 )
-from tests.support import PYTHON, ApiServer, Etcd, Process, eventually, unique
+from tests.support import ApiServer, Etcd, Process, SchedulerProcess, eventually, unique
 
 pytestmark = pytest.mark.docker
 
@@ -64,22 +64,13 @@ class Cluster:
         return f"(logs in {self.workdir})"
 
 
-def scheduler_process(apiserver: ApiServer, workdir: Path) -> Process:
-    """As tests/test_scheduler.py's SchedulerProcess, without leader election or HTTP port."""
-    return Process("scheduler", [
-        PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
-        "--scheduler-name", "default-scheduler", "--log-level", "info",
-        "--port", "0", "--leader-elect=false",
-    ], workdir / "scheduler.log")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     ensure_docker()
     workdir = Path(tmp_path_factory.mktemp("chaos"))
     etcd = Etcd(workdir).start()
     apiserver = ApiServer(etcd, workdir).start()
-    scheduler = scheduler_process(apiserver, workdir).start()
+    scheduler = SchedulerProcess(apiserver, workdir, port=0, leader_elect=False).start().process
     kubelets = [KubeletProcess(apiserver, workdir, node_name=unique("chaos"))
                 for _ in range(2)]
     try:

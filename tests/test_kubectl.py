@@ -28,7 +28,15 @@ from tests.docker_support import (
     ensure_docker,
     remove_node_containers,
 )
-from tests.support import KUBECTL, PYTHON, ApiServer, Etcd, Kubectl, Process, table_lines, unique
+from tests.support import (
+    KUBECTL,
+    ApiServer,
+    Etcd,
+    Kubectl,
+    SchedulerProcess,
+    table_lines,
+    unique,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -59,13 +67,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("kubectl-cluster")
     node1, node2 = unique("node1"), unique("node2")
     etcd = Etcd(workdir).start()
-    started: list[ApiServer | Process | KubeletProcess] = []
+    started: list[ApiServer | SchedulerProcess | KubeletProcess] = []
     try:
         apiserver = ApiServer(etcd, workdir).start()
         started.append(apiserver)
-        started.append(Process("scheduler", [PYTHON, "-m", "scheduler", "--apiserver",
-                                             apiserver.url, "--port", "0"],
-                               workdir / "scheduler.log").start())
+        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
         for node in (node1, node2):
             started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
         yield Cluster(apiserver, Kubectl(apiserver.url, workdir / "kubectl"), node1, node2,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import signal
 import socket
 from collections import Counter
@@ -29,53 +28,15 @@ from common.errors import NotFound
 from common.models import format_micro_time, parse_micro_time
 from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
 from tests.support import (
-    PYTHON,
     ApiServer,
     Etcd,
-    Process,
+    SchedulerProcess,
     eventually,
-    free_port,
     unique,
     wait_http_ok,
 )
 
 T = TypeVar("T")
-
-
-class SchedulerProcess:
-    """`python -m scheduler`, its health and metrics endpoint on a free port (0: none)."""
-
-    def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
-                 scheduler_name: str = "default-scheduler", port: int | None = None,
-                 leader_elect: bool = True, extra_args: tuple[str, ...] = ()) -> None:
-        self.port = free_port() if port is None else port
-        self.url = f"http://127.0.0.1:{self.port}"
-        election = ["--leader-elect", "true" if leader_elect else "false"]
-        if scheduler_name != "default-scheduler":
-            election += ["--leader-elect-resource-name", scheduler_name]
-        self.process = Process(name, [
-            PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
-            "--scheduler-name", scheduler_name, "--log-level", "info",
-            "--port", str(self.port), *election, *extra_args,
-        ], workdir / f"{name}.log")
-
-    def start(self) -> SchedulerProcess:
-        self.process.start()
-        return self
-
-    async def wait_synced(self, *, times: int = 1) -> None:
-        async def synced() -> bool:
-            assert self.process.alive(), self.process.log()[-3000:]
-            return self.process.log().count("caches synced") >= times
-        await eventually(synced, timeout=30, what=f"{self.process.name} to sync")
-
-    def log_count(self, text: str) -> int:
-        return self.process.log().count(text)
-
-    def identity(self) -> str | None:
-        """The leader election identity of its latest start (from its first log line)."""
-        found = re.findall(r"leader election on lease \S+ as (\S+)", self.process.log())
-        return found[-1] if found else None
 
 
 @pytest.fixture(scope="module")
