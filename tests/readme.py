@@ -10,7 +10,9 @@ normalised on both sides before comparing; an expected line `...` matches any li
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +99,62 @@ def replace_all(text: str, replacements: dict[str, str]) -> str:
     return text
 
 
+_READ_ONLY_PROGRAMS = {"jq", "sed", "sort", "head", "tail", "grep", "wc", "awk", "cut", "cat",
+                      "tr", "column", "sleep", "echo", "true"}
+_READ_ONLY_KUBECTL = {"get", "describe", "logs", "version", "api-resources", "api-versions",
+                      "explain", "cluster-info"}
+_READ_ONLY_DOCKER = {"ps", "inspect", "logs", "images"}
+_CURL_WRITES = {"-X", "--request", "-d", "--data", "--data-binary", "--data-raw",
+                "--data-urlencode", "-F", "--form", "-T", "--upload-file"}
+
+
+def read_only(command: str) -> bool:
+    """Whether running `command` again changes nothing: then its output may be awaited.
+
+    What another process writes on its own (an Event, a status) lands a moment after what
+    a previous command waited for, as with any Kubernetes client.
+    """
+    if "<<" in command:
+        return False
+    lexer = shlex.shlex(command.replace("\\\n", " "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return False
+    commands: list[list[str]] = [[]]
+    redirect = False
+    for token in tokens:
+        if redirect:
+            if token != "/dev/null":
+                return False
+            redirect = False
+        elif token in (">", ">>", "&>"):
+            redirect = True
+            if commands[-1] and commands[-1][-1].isdigit():  # 2>/dev/null
+                commands[-1].pop()
+        elif token and set(token) <= set("|&;"):
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return not redirect and all(_reads_only(words) for words in commands if words)
+
+
+def _reads_only(words: list[str]) -> bool:
+    program, args = words[0], words[1:]
+    verbs = [a for a in args if not a.startswith("-")]
+    if program in _READ_ONLY_PROGRAMS:
+        return True
+    if program == "curl":
+        return not _CURL_WRITES & {a.split("=")[0] for a in args}
+    if program == "kubectl":
+        return bool(verbs) and verbs[0] in _READ_ONLY_KUBECTL and not (
+            {"-w", "--watch", "-f", "--follow"} & set(args))
+    if program == "docker":
+        return bool(verbs) and verbs[0] in _READ_ONLY_DOCKER
+    return False
+
+
 def run(example: Example, *, replacements: dict[str, str], cwd: Path,
         env: dict[str, str] | None = None, timeout: float = 60) -> str:
     command = replace_all(example.command, replacements)
@@ -106,3 +164,21 @@ def run(example: Example, *, replacements: dict[str, str], cwd: Path,
         raise AssertionError(f"README command failed ({result.returncode}):\n{command}\n"
                              f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
     return result.stdout
+
+
+def drift(example: Example, expected: list[str], *, replacements: dict[str, str], cwd: Path,
+          env: dict[str, str] | None = None, timeout: float = 60,
+          settle: float = 20) -> str | None:
+    """None if the example's output matches `expected`, else the output it gave.
+
+    A read-only command is run again, for up to `settle` seconds, until it matches: a
+    reader of the README types commands slower than the components write.
+    """
+    deadline = time.monotonic() + settle
+    while True:
+        output = run(example, replacements=replacements, cwd=cwd, env=env, timeout=timeout)
+        if matches(expected, output):
+            return None
+        if not read_only(example.command) or time.monotonic() > deadline:
+            return output
+        time.sleep(0.5)

@@ -74,8 +74,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         started.append(SchedulerProcess(apiserver, workdir, port=0).start())
         for node in (node1, node2):
             started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        yield Cluster(apiserver, Kubectl(apiserver.url, workdir / "kubectl"), node1, node2,
-                      workdir)
+        kubectl = Kubectl(apiserver.url, workdir / "kubectl")
+
+        def both_ready() -> bool:  # a kubelet answers /healthz before it registers
+            ready = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}="
+                            "{.status.conditions[?(@.type==\"Ready\")].status} {end}")
+            return sorted(ready.split()) == sorted([f"{node1}=True", f"{node2}=True"])
+        wait_for(both_ready, what="both nodes registered and Ready")
+        yield Cluster(apiserver, kubectl, node1, node2, workdir)
     finally:
         for process in reversed(started):
             process.stop()
@@ -114,6 +120,15 @@ def describe_events(output: str) -> list[list[str]]:
     lines = output.split("\nEvents:")[1].strip().splitlines()
     assert re.split(r"\s{2,}", lines[0].strip()) == ["Type", "Reason", "Age", "From", "Message"]
     return [re.split(r"\s{2,}", line.strip(), maxsplit=4) for line in lines[2:]]
+
+
+def kubelet_events_written(kubectl: Kubectl, name: str) -> list[list[str]]:
+    """`kubectl describe pod`'s Events once Started is among them: the kubelet writes its
+    Events from a queue, in no fixed order with the status that made the pod Running."""
+    def started() -> list[list[str]] | None:
+        events = describe_events(kubectl("describe", "pod", name))
+        return events if "Started" in [e[1] for e in events] else None
+    return wait_for(started, what=f"the Started event of {name}")
 
 
 def pod(name: str, *, node_name: str | None = None, node_selector: dict[str, str] | None = None,
@@ -212,7 +227,7 @@ def test_seed_node_name_pod(cluster: Cluster) -> None:
     header, row = table_lines(kubectl("get", "pods", "pod-example", "-o", "wide"))
     assert header == WIDE_POD_COLUMNS
     assert row[5] != "<none>" and row[6:] == [cluster.node1, "<none>", "<none>"]
-    events = describe_events(kubectl("describe", "pod", "pod-example"))
+    events = kubelet_events_written(kubectl, "pod-example")
     assert [e[1] for e in events] == ["Pulled", "Created", "Started"]
     assert all(e[0] == "Normal" and e[3] == "kubelet" for e in events)
     assert events[0][4].endswith(f'Container image "{BUSYBOX_IMAGE}" already present on '
@@ -232,7 +247,7 @@ def test_seed_node_selector_pod(cluster: Cluster) -> None:
     assert kubectl("apply", "-f", str(manifest)) == "pod/pod-example created\n"
     wait_status(kubectl, "pod-example", "Running")
     assert pod_row(kubectl, "pod-example", "-o", "wide")[6] == node2
-    events = describe_events(kubectl("describe", "pod", "pod-example"))
+    events = kubelet_events_written(kubectl, "pod-example")
     assert events[0][:2] == ["Normal", "Scheduled"]
     assert events[0][3:] == ["default-scheduler",
                              f"Successfully assigned default/pod-example to {node2}"]
@@ -390,7 +405,9 @@ def test_run_watch_and_logs(cluster: Cluster) -> None:
     finally:
         watcher.stop()
     try:
-        assert kubectl("logs", "web") == "hello\nworld\n"
+        # Both lines are printed right after the start that made the pod Running.
+        wait_for(lambda: kubectl("logs", "web") == "hello\nworld\n", timeout=30,
+                 what="both lines in the log")
         assert kubectl("logs", "web", "-c", "web", "--tail=1") == "world\n"
         follower = LineReader(kubectl, "logs", "-f", "web")
         try:
