@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, objects, patch, protobuf, schema, tables
+from apiserver import discovery, objects, openapi, patch, protobuf, schema, tables
 from apiserver.registry import Registry, status_details
 from apiserver.resources import RESOURCES, Resource, group_version, lookup
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -503,6 +503,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
 
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     app.include_router(discovery.router)  # before the catch-alls below
+    app.include_router(openapi.router)
     app.add_api_route("/api/v1/{path:path}", handle_core, methods=verbs,
                       include_in_schema=False)
     app.add_api_route("/apis/{group}/{version}/{path:path}", handle_group, methods=verbs,

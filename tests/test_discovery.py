@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from apiserver import discovery
+from apiserver import discovery, openapi
 from tests.support import ApiServer, Kubectl, table_lines, unique
 
 AGGREGATED_ACCEPT = (
@@ -22,6 +22,7 @@ AGGREGATED_ACCEPT = (
 async def client() -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     app.include_router(discovery.router)
+    app.include_router(openapi.router)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://127.0.0.1:6443") as test_client:
         yield test_client

@@ -1,370 +1,13 @@
-"""The three PATCH flavours kube-apiserver accepts, on plain JSON documents.
-
-- `apply_merge_patch`: RFC 7386 JSON merge patch (`application/merge-patch+json`), as
-  `gopkg.in/evanphx/json-patch.v4` MergePatch does it for kube-apiserver.
-- `apply_json_patch`: RFC 6902 JSON patch (`application/json-patch+json`), with the error
-  wording of json-patch v4 and the status codes of
-  `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`.
-- `apply_strategic_merge_patch`: `application/strategic-merge-patch+json`, a port of the apply
-  half of `k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` with the core/v1 patch
-  strategies of Pods and Nodes in `PATCH_MERGE_KEYS`.
-
-Every function copies its inputs first and returns a new document.
-"""
+"""Strategic merge patch (`application/strategic-merge-patch+json`): a port of the apply half
+of `k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` with the core/v1 patch strategies
+of Pods and Nodes in `PATCH_MERGE_KEYS`."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from common.errors import ApiError, BadRequest, Invalid, RequestEntityTooLarge, invalid
-
-JSON = Any
-
-
-class UnknownError(ApiError):
-    """What kube-apiserver answers for a plain (non-Status) error: 500, reason "" (Unknown)."""
-
-    code: ClassVar[int] = 500
-    reason: ClassVar[str] = ""
-
-
-def _copy(value: JSON) -> JSON:
-    """A deep copy of a JSON value, much cheaper than copy.deepcopy."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
-
-
-def _rejected(cause: str) -> Invalid:
-    """errors.NewGenericServerResponse(422, ...): the generic message, the reason in a cause."""
-    return Invalid("the server rejected our request due to an error in our request",
-                   details={"causes": [{"reason": "UnexpectedServerResponse", "message": cause}]})
-
-
-def _go_type(value: JSON) -> str:
-    """The Go type encoding/json decodes `value` into, for messages that print it."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int64"
-    return {dict: "map[string]interface {}", list: "[]interface {}", str: "string",
-            float: "float64"}.get(type(value), type(value).__name__)
-
-
-def _json_kind(value: JSON) -> str:
-    """The JSON type name encoding/json puts in "cannot unmarshal X into ..." messages."""
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
-    return names.get(type(value), "null")
-
-
-def _go_value(value: JSON) -> str:
-    """fmt's %v of a decoded JSON value (maps print with sorted keys)."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_go_value(value[k])}" for k in sorted(value)) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(_go_value(v) for v in value) + "]"
-    return str(value)
-
-
-def _json_equal(left: JSON, right: JSON) -> bool:
-    """Structural JSON equality: unlike ==, true is not 1."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return type(left) is type(right) and left == right
-    if isinstance(left, dict):
-        return (isinstance(right, dict) and left.keys() == right.keys()
-                and all(_json_equal(v, right[k]) for k, v in left.items()))
-    if isinstance(left, list):
-        return (isinstance(right, list) and len(left) == len(right)
-                and all(_json_equal(a, b) for a, b in zip(left, right, strict=True)))
-    return bool(left == right)
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON merge patch
-# ---------------------------------------------------------------------------------------------
-
-
-def _prune_nulls(value: JSON) -> JSON:
-    """Drop nulls from objects and arrays, recursively (json-patch's pruneNulls)."""
-    if isinstance(value, dict):
-        return {k: _prune_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_prune_nulls(v) for v in value if v is not None]
-    return value
-
-
-def _merge_docs(doc: dict[str, JSON], patch: dict[str, JSON]) -> dict[str, JSON]:
-    for key, value in patch.items():
-        if value is None:
-            doc.pop(key, None)
-        elif key not in doc or not isinstance(doc[key], dict):
-            doc[key] = _prune_nulls(value)
-        elif isinstance(value, dict):
-            doc[key] = _merge_docs(doc[key], value)
-        else:
-            doc[key] = value
-    return doc
-
-
-def apply_merge_patch(doc: dict[str, Any], patch: Any) -> dict[str, Any]:
-    """RFC 7386: objects merge recursively, null deletes, anything else replaces.
-
-    A null or scalar patch is kube's 400 "Invalid JSON Patch"; an array would replace the
-    whole object, which kube then fails to decode (422).
-    """
-    if isinstance(patch, dict):
-        return _merge_docs(_copy(doc), patch)
-    if isinstance(patch, list):
-        # The result is an array, which kube-apiserver then fails to decode as an object.
-        patched = json.dumps(_prune_nulls(patch), separators=(",", ":"))
-        raise invalid("", "", [{
-            "reason": "FieldValueInvalid", "field": "patch",
-            "message": f"Invalid value: {json.dumps(patched)}: couldn't get version/kind; "
-                       "json parse error: json: cannot unmarshal array into Go value of type "
-                       'struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
-                       'Kind string "json:\\"kind,omitempty\\"" }'}])
-    raise BadRequest("Invalid JSON Patch")
-
-
-# ---------------------------------------------------------------------------------------------
-# JSON patch
-# ---------------------------------------------------------------------------------------------
-
-MAX_JSON_PATCH_OPERATIONS = 10000
-
-
-class _PatchFailed(Exception):
-    pass
-
-
-def _decode_pointer_token(token: str) -> str:
-    return token.replace("~1", "/").replace("~0", "~")
-
-
-def _go_atoi(key: str) -> int:
-    stripped = key[1:] if key[:1] in "+-" else key
-    if not stripped.isascii() or not stripped.isdigit():
-        raise _PatchFailed(f'strconv.Atoi: parsing "{key}": invalid syntax')
-    return int(key)
-
-
-def _invalid_index(index: int) -> _PatchFailed:
-    return _PatchFailed(f"Unable to access invalid index: {index}: invalid index referenced")
-
-
-def _find_container(doc: JSON, path: str) -> tuple[dict[str, JSON] | list[JSON], str] | None:
-    """json-patch's findObject: the object or array holding the last token of `path`."""
-    tokens = path.split("/")
-    if len(tokens) < 2:
-        return None
-    container = doc
-    for token in tokens[1:-1]:
-        try:
-            child = _get(container, _decode_pointer_token(token))
-        except _PatchFailed:
-            return None
-        if not isinstance(child, dict | list):
-            return None
-        container = child
-    return container, _decode_pointer_token(tokens[-1])
-
-
-def _get(container: JSON, key: str) -> JSON:
-    if isinstance(container, dict):
-        return container.get(key)
-    index = _go_atoi(key)
-    if index < 0 or index >= len(container):
-        raise _invalid_index(index)
-    return container[index]
-
-
-def _add(container: dict[str, JSON] | list[JSON], key: str, value: JSON) -> None:
-    if isinstance(container, dict):
-        container[key] = value
-        return
-    if key == "-":
-        container.append(value)
-        return
-    try:
-        index = _go_atoi(key)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"value was not a proper array index: '{key}': {e}") from None
-    if index > len(container) or index < -(len(container) + 1):
-        raise _invalid_index(index)
-    container.insert(index if index >= 0 else index + len(container) + 1, value)
-
-
-def _remove(container: dict[str, JSON] | list[JSON], key: str) -> None:
-    if isinstance(container, dict):
-        if key not in container:
-            raise _PatchFailed(f"Unable to remove nonexistent key: {key}: missing value")
-        del container[key]
-        return
-    index = _go_atoi(key)
-    if index >= len(container) or index < -len(container):
-        raise _invalid_index(index)
-    del container[index]
-
-
-def _path_field(op: dict[str, JSON], name: str, verb: str) -> str:
-    value = op.get(name)
-    if value is None:
-        missing = "from field" if name == "from" else "path"
-        raise _PatchFailed(f"{verb} operation failed to decode {missing}: missing value")
-    if not isinstance(value, str):
-        raise _PatchFailed(f"{verb} operation failed to decode {name}: json: cannot unmarshal "
-                           f"{_json_kind(value)} into Go value of type string")
-    return value
-
-
-def _located(doc: JSON, path: str, failure: str) -> tuple[dict[str, JSON] | list[JSON], str]:
-    found = _find_container(doc, path)
-    if found is None:
-        raise _PatchFailed(f"{failure}: missing value")
-    return found
-
-
-def _op_add(doc: JSON, op: dict[str, JSON]) -> None:
-    path = _path_field(op, "path", "add")
-    container, key = _located(doc, path, f'add operation does not apply: doc is missing path: "{path}"')
-    try:
-        _add(container, key, _copy(op.get("value")))
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in add for path: '{path}': {e}") from None
-
-
-def _op_remove(doc: JSON, op: dict[str, JSON]) -> None:
-    path = _path_field(op, "path", "remove")
-    container, key = _located(
-        doc, path, f'remove operation does not apply: doc is missing path: "{path}"')
-    try:
-        _remove(container, key)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in remove for path: '{path}': {e}") from None
-
-
-def _op_replace(doc: JSON, op: dict[str, JSON]) -> None:
-    # As in json-patch v4 (what kube-apiserver runs), replacing a missing key of an object
-    # sets it; only a missing parent or a bad array index fails.
-    path = _path_field(op, "path", "replace")
-    container, key = _located(doc, path, f"replace operation does not apply: doc is missing path: {path}")
-    try:
-        _get(container, key)
-    except _PatchFailed:
-        raise _PatchFailed(f"replace operation does not apply: doc is missing key: {path}: "
-                           "missing value") from None
-    value = _copy(op.get("value"))
-    if isinstance(container, dict):
-        container[key] = value
-    else:
-        container[_go_atoi(key)] = value
-
-
-def _op_move(doc: JSON, op: dict[str, JSON]) -> None:
-    source = _path_field(op, "from", "move")
-    container, key = _located(
-        doc, source, f"move operation does not apply: doc is missing from path: {source}")
-    try:
-        value = _get(container, key)
-        _remove(container, key)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in move for path: '{key}': {e}") from None
-    path = _path_field(op, "path", "move")
-    target, target_key = _located(
-        doc, path, f"move operation does not apply: doc is missing destination path: {path}")
-    try:
-        _add(target, target_key, value)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in move for path: '{path}': {e}") from None
-
-
-def _op_copy(doc: JSON, op: dict[str, JSON]) -> None:
-    source = _path_field(op, "from", "copy")
-    container, key = _located(
-        doc, source, f"copy operation does not apply: doc is missing from path: {source}")
-    try:
-        value = _get(container, key)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in copy for from: '{source}': {e}") from None
-    path = _path_field(op, "path", "copy")
-    target, target_key = _located(
-        doc, path, f"copy operation does not apply: doc is missing destination path: {path}")
-    try:
-        _add(target, target_key, _copy(value))
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error while adding value during copy: {e}") from None
-
-
-def _op_test(doc: JSON, op: dict[str, JSON]) -> None:
-    path = _path_field(op, "path", "test")
-    container, key = _located(doc, path, f"test operation does not apply: is missing path: {path}")
-    try:
-        actual = _get(container, key)
-    except _PatchFailed as e:
-        raise _PatchFailed(f"error in test for path: '{path}': {e}") from None
-    if not _json_equal(actual, op.get("value")):
-        raise _PatchFailed(f"testing value {path} failed: test failed")
-
-
-_OPERATIONS: dict[str, Callable[[JSON, dict[str, JSON]], None]] = {
-    "add": _op_add, "remove": _op_remove, "replace": _op_replace,
-    "move": _op_move, "copy": _op_copy, "test": _op_test,
-}
-
-
-def _decode_operations(ops: Any) -> list[dict[str, JSON]]:
-    """jsonpatch.DecodePatch: an array of objects, else a 400 with Go's decoding error."""
-    if ops is None:
-        return []
-    if not isinstance(ops, list):
-        raise BadRequest(f"json: cannot unmarshal {_json_kind(ops)} into Go value of type "
-                         "jsonpatch.Patch")
-    for op in ops:
-        if op is not None and not isinstance(op, dict):
-            raise BadRequest(f"json: cannot unmarshal {_json_kind(op)} into Go value of type "
-                             "jsonpatch.Operation")
-    if len(ops) > MAX_JSON_PATCH_OPERATIONS:
-        raise RequestEntityTooLarge(
-            f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, "
-            f"got {len(ops)}")
-    return [op or {} for op in ops]
-
-
-def apply_json_patch(doc: dict[str, Any], ops: Any) -> dict[str, Any]:
-    """RFC 6902. A malformed patch is a 400; an operation that fails is kube's generic 422."""
-    operations = _decode_operations(ops)
-    result = _copy(doc)
-    for op in operations:
-        kind = op.get("op")
-        apply = _OPERATIONS.get(kind) if isinstance(kind, str) else None
-        if apply is None:
-            raise _rejected(f"Unexpected kind: {kind if isinstance(kind, str) else 'unknown'}")
-        try:
-            apply(result, op)
-        except _PatchFailed as e:
-            raise _rejected(str(e)) from None
-    return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Strategic merge patch
-# ---------------------------------------------------------------------------------------------
+from apiserver.patch.common import JSON, UnknownError, copy_json, json_kind, rejected
+from common.errors import BadRequest
 
 # (resource, field path) -> patchMergeKey, for every list whose core/v1 patchStrategy is
 # "merge"; None marks a set-like list of primitives. Lists not named here are replaced, maps
@@ -642,7 +285,7 @@ def _element_kind(*lists: list[JSON]) -> type | None:
             item_kind = type(item)
             if kind is None:
                 if item_kind is list:
-                    raise _rejected(_NO_LIST_OF_LISTS)
+                    raise rejected(_NO_LIST_OF_LISTS)
                 kind = item_kind
             elif item_kind is not kind:
                 raise UnknownError(f"list element types are not identical: "
@@ -777,8 +420,37 @@ def apply_strategic_merge_patch(doc: dict[str, Any], patch: dict[str, Any], *,
     a 422, anything else a 500.
     """
     if patch is None:
-        return _copy(doc)
+        return copy_json(doc)
     if not isinstance(patch, dict):
-        raise BadRequest(f"json: cannot unmarshal {_json_kind(patch)} into Go value of type "
+        raise BadRequest(f"json: cannot unmarshal {json_kind(patch)} into Go value of type "
                          "map[string]interface {}")
-    return _merge_map(_copy(doc), _copy(patch), "", _Rules(resource))
+    return _merge_map(copy_json(doc), copy_json(patch), "", _Rules(resource))
+
+
+def _go_type(value: JSON) -> str:
+    """The Go type encoding/json decodes `value` into, for messages that print it."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int64"
+    return {dict: "map[string]interface {}", list: "[]interface {}", str: "string",
+            float: "float64"}.get(type(value), type(value).__name__)
+
+
+
+def _go_value(value: JSON) -> str:
+    """fmt's %v of a decoded JSON value (maps print with sorted keys)."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict):
+        return "map[" + " ".join(f"{k}:{_go_value(value[k])}" for k in sorted(value)) + "]"
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(v) for v in value) + "]"
+    return str(value)
+

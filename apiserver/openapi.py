@@ -1,0 +1,354 @@
+"""The OpenAPI v3 documents kube-openapi would write for what kubelite serves.
+
+`GET /openapi/v3` is the index, `GET /openapi/v3/api/v1` and
+`GET /openapi/v3/apis/{group}/{version}` one document per group version: the paths of every
+resource and the schemas of its kind, from the pydantic models of common.models. kubectl
+learns from the PATCH operations' `fieldValidation` parameter that the server validates
+fields itself (`kubectl create` then sends `?fieldValidation=Strict` instead of validating
+against a downloaded schema). `/openapi/v2` is not served (404): kubectl 1.37 only falls
+back to it when v3 fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic.json_schema import models_json_schema
+
+from apiserver.discovery import (
+    GIT_VERSION,
+    JSON,
+    SERVICES,
+    ResourceInfo,
+    json_response,
+    not_found_response,
+    response_kind,
+    served_resources,
+)
+from apiserver.resources import groups
+from common import models
+
+
+def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
+    return {"name": name, "in": "query", "description": description,
+            "schema": {"type": type_, "uniqueItems": True}}
+
+
+def _path_param(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "description": description, "required": True,
+            "schema": {"type": "string", "uniqueItems": True}}
+
+
+PRETTY = _query("pretty", "If 'true', then the output is pretty printed.")
+DRY_RUN = _query("dryRun", "When present, indicates that modifications should not be "
+                 "persisted. Valid values are: - All: all dry run stages will be processed")
+FIELD_MANAGER = _query("fieldManager", "fieldManager is a name associated with the actor or "
+                       "entity that is making these changes.")
+FIELD_VALIDATION = _query(
+    "fieldValidation",
+    "fieldValidation instructs the server on how to handle objects in the request "
+    "(POST/PUT/PATCH) containing unknown or duplicate fields. Valid values are: - Ignore: "
+    "This will ignore any unknown fields that are silently dropped from the object, and will "
+    "ignore all but the last duplicate field that the decoder encounters. - Warn: This will "
+    "send a warning via the standard warning response header for each unknown field that is "
+    "dropped from the object, and for each duplicate field that is encountered. - Strict: "
+    "This will fail the request with a BadRequest error if any unknown fields would be "
+    "dropped from the object, or if any duplicate fields are present. The error returned "
+    "from the server will contain all unknown and duplicate fields encountered.")
+LIST_PARAMS = [
+    _query("labelSelector", "A selector to restrict the list of returned objects by their "
+           "labels. Defaults to everything."),
+    _query("fieldSelector", "A selector to restrict the list of returned objects by their "
+           "fields. Defaults to everything."),
+    _query("resourceVersion", "resourceVersion sets a constraint on what resource versions "
+           "a request may be served from."),
+    _query("timeoutSeconds", "Timeout for the list/watch call.", "integer"),
+    _query("watch", "Watch for changes to the described resources and return them as a "
+           "stream of add, update, and remove notifications.", "boolean"),
+    _query("allowWatchBookmarks", "allowWatchBookmarks requests watch events with type "
+           '"BOOKMARK".', "boolean"),
+    _query("limit", "limit is a maximum number of responses to return for a list call.",
+           "integer"),
+    _query("continue", "The continue option should be set when retrieving more results "
+           "from the server."),
+]
+DELETE_PARAMS = [
+    DRY_RUN,
+    _query("gracePeriodSeconds", "The duration in seconds before the object should be "
+           "deleted.", "integer"),
+    _query("propagationPolicy", "Whether and how garbage collection will be performed."),
+]
+PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json")
+META_SCHEMA_PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1."
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersion:
+    """How kube-openapi names one group version's schemas, tags and operations."""
+
+    group: str
+    version: str
+
+    @property
+    def words(self) -> list[str]:
+        """`coordination.k8s.io` -> ["coordination"]; the core group is "core"."""
+        name = self.group.removesuffix(".k8s.io") if self.group else "core"
+        return name.split(".")
+
+    @property
+    def schema_prefix(self) -> str:
+        """`io.k8s.api.core.v1.`, `io.k8s.api.coordination.v1.` (the Go package path)."""
+        return f"io.k8s.api.{self.words[0]}.{self.version}."
+
+    @property
+    def tag(self) -> str:
+        """`core_v1`, `coordination_v1`."""
+        first, *rest = self.words
+        return first + "".join(w.capitalize() for w in rest) + f"_{self.version}"
+
+    @property
+    def operation_prefix(self) -> str:
+        """`CoreV1`, `CoordinationV1`: what operation ids start with after the verb."""
+        return "".join(w.capitalize() for w in self.words) + self.version.capitalize()
+
+    @property
+    def path(self) -> str:
+        """The key of the OpenAPI v3 index: `api/v1`, `apis/coordination.k8s.io/v1`."""
+        return f"apis/{self.group}/{self.version}" if self.group else f"api/{self.version}"
+
+
+def served_group_versions() -> list[GroupVersion]:
+    """The core group version first, then every other one."""
+    return [GroupVersion("", "v1")] + [GroupVersion(group, version)
+                                       for group, versions in groups().items()
+                                       for version in versions]
+
+
+def _ref(gv: GroupVersion, kind: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{gv.schema_prefix}{kind}"}
+
+
+def _json_body(gv: GroupVersion, kind: str) -> dict[str, Any]:
+    return {"content": {JSON: {"schema": _ref(gv, kind)}}, "required": True}
+
+
+def _operation(gv: GroupVersion, verb: str, info: ResourceInfo, kind: str, action: str,
+               params: list[dict[str, Any]], sub: str = "") -> dict[str, Any]:
+    suffix = sub.capitalize()
+    scope = "Namespaced" if info.namespaced else ""
+    operation: dict[str, Any] = {
+        "tags": [gv.tag],
+        "operationId": f"{verb}{gv.operation_prefix}{scope}{info.kind}{suffix}",
+        "parameters": params,
+        "responses": {"200": {"description": "OK",
+                              "content": {JSON: {"schema": _ref(gv, kind)}}}},
+        "x-kubernetes-action": action,
+        # Every operation on a resource names the resource's kind, lists and status too.
+        "x-kubernetes-group-version-kind": response_kind(info.kind, gv.group, gv.version),
+    }
+    return operation
+
+
+def _patch(gv: GroupVersion, info: ResourceInfo, kind: str, sub: str = "") -> dict[str, Any]:
+    operation = _operation(gv, "patch", info, kind, "patch",
+                           [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], sub)
+    # No strategic-merge-patch here on purpose: kubectl apply then builds its strategic merge
+    # patch from its compiled-in Pod/Node types instead of from this (partial) schema.
+    operation["requestBody"] = {"content": {t: {"schema": {"type": "object"}}
+                                            for t in PATCH_CONTENT_TYPES}, "required": True}
+    return operation
+
+
+def _collection_path(gv: GroupVersion, info: ResourceInfo) -> str:
+    if info.namespaced:
+        return f"/{gv.path}/namespaces/{{namespace}}/{info.plural}"
+    return f"/{gv.path}/{info.plural}"
+
+
+def _path_params(info: ResourceInfo, *, named: bool) -> list[dict[str, Any]]:
+    params = []
+    if named:
+        params.append(_path_param("name", f"name of the {info.kind}"))
+    if info.namespaced:
+        params.append(_path_param("namespace", "object name and auth scope, such as for "
+                                  "teams and projects"))
+    return [*params, PRETTY]
+
+
+def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
+    collection = _collection_path(gv, info)
+    item = f"{collection}/{{name}}"
+    list_kind = f"{info.kind}List"
+    write_params = [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]
+    paths: dict[str, Any] = {
+        collection: {
+            "get": _operation(gv, "list", info, list_kind, "list", LIST_PARAMS),
+            "post": {**_operation(gv, "create", info, info.kind, "post", write_params),
+                     "requestBody": _json_body(gv, info.kind)},
+            "parameters": _path_params(info, named=False),
+        },
+        item: {
+            "get": _operation(gv, "read", info, info.kind, "get", []),
+            "put": {**_operation(gv, "replace", info, info.kind, "put", write_params),
+                    "requestBody": _json_body(gv, info.kind)},
+            "patch": _patch(gv, info, info.kind),
+            "delete": _operation(gv, "delete", info, info.kind, "delete", DELETE_PARAMS),
+            "parameters": _path_params(info, named=True),
+        },
+    }
+    for sub in info.subresources:
+        if sub.name == "status":
+            paths[f"{item}/status"] = {
+                "get": _operation(gv, "read", info, sub.kind, "get", [], "status"),
+                "put": {**_operation(gv, "replace", info, sub.kind, "put", write_params,
+                                     "status"),
+                        "requestBody": _json_body(gv, sub.kind)},
+                "patch": _patch(gv, info, sub.kind, "status"),
+                "parameters": _path_params(info, named=True),
+            }
+    return paths
+
+
+KIND_DESCRIPTIONS = {
+    "Pod": "Pod is a collection of containers that can run on a host. This resource is "
+           "created by clients and scheduled onto hosts.",
+    "Node": "Node is a worker node in Kubernetes. Each node will have a unique identifier "
+            "in the cache (i.e. in etcd).",
+    "Event": "Event is a report of an event somewhere in the cluster.  Events have a limited "
+             "retention time and triggers and messages may evolve with time.",
+    "Namespace": "Namespace provides a scope for Names. Use of multiple namespaces is "
+                 "optional.",
+    "Lease": "Lease defines a lease concept.",
+    "LeaseSpec": "LeaseSpec is a specification of a Lease.",
+    "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
+                  "includes all objects users must create.",
+}
+META_TYPES = ("ObjectMeta", "OwnerReference")
+
+
+def served_models(gv: GroupVersion) -> list[type[models.KubeModel]]:
+    """The models of the kinds one group version serves (services have none: never written)."""
+    return [models.MODELS[info.plural] for info in served_resources(gv.group, gv.version)
+            if info.plural in models.MODELS]
+
+
+def schema_name(gv: GroupVersion, model: str) -> str:
+    return (META_SCHEMA_PREFIX if model in META_TYPES else gv.schema_prefix) + model
+
+
+def kube_schema(node: Any, gv: GroupVersion) -> Any:
+    """Pydantic's JSON schema in the dialect kube-openapi writes (and kubectl explain reads).
+
+    Optional fields lose their `null` alternative, references are wrapped in `allOf` the way
+    kube-openapi does, and pydantic's titles and `default: null` go.
+    """
+    if isinstance(node, list):
+        return [kube_schema(item, gv) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "anyOf" in node:
+        options = [option for option in node["anyOf"] if option != {"type": "null"}]
+        if len(options) == 1:
+            rest = {k: v for k, v in node.items() if k != "anyOf"}
+            return kube_schema({**rest, **options[0]}, gv)
+    result = {key: kube_schema(value, gv) for key, value in node.items()
+              if key not in ("$ref", "title", "properties")
+              and not (key == "default" and value is None)}
+    if "properties" in node:  # field names, not schema keywords
+        result["properties"] = {name: kube_schema(prop, gv)
+                                for name, prop in node["properties"].items()}
+    if "$ref" in node:
+        model = node["$ref"].rsplit("/", 1)[-1]
+        result["allOf"] = [{"$ref": f"#/components/schemas/{schema_name(gv, model)}"}]
+    return result
+
+
+def _list_schema(gv: GroupVersion, kind: str) -> dict[str, Any]:
+    return {
+        "description": f"{kind}List is a list of {kind} objects.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "items": {"type": "array", "items": {"allOf": [_ref(gv, kind)]}},
+        },
+        "x-kubernetes-group-version-kind": [response_kind(f"{kind}List", gv.group,
+                                                           gv.version)],
+    }
+
+
+def schemas(gv: GroupVersion) -> dict[str, Any]:
+    """components.schemas: the kinds of one group version, as common.models describes them."""
+    served = served_models(gv)
+    _, document = models_json_schema([(model, "validation") for model in served],
+                                     by_alias=True, ref_template="#/components/schemas/{model}")
+    result: dict[str, Any] = {}
+    for model, schema in document["$defs"].items():
+        converted = kube_schema(schema, gv)
+        if model in KIND_DESCRIPTIONS:
+            converted["description"] = KIND_DESCRIPTIONS[model]
+        result[schema_name(gv, model)] = converted
+    for model in served:
+        kind = model.__name__
+        result[schema_name(gv, kind)]["x-kubernetes-group-version-kind"] = [
+            response_kind(kind, gv.group, gv.version)]
+        result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
+    return result
+
+
+@cache
+def openapi_v3_document(gv: GroupVersion) -> bytes:
+    paths: dict[str, Any] = {}
+    for info in served_resources(gv.group, gv.version):
+        if info is not SERVICES:
+            paths.update(resource_paths(gv, info))
+    document = {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": GIT_VERSION},
+                "paths": paths, "components": {"schemas": schemas(gv)}}
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+@cache
+def openapi_v3_hash(gv: GroupVersion) -> str:
+    return hashlib.sha512(openapi_v3_document(gv)).hexdigest().upper()
+
+
+def openapi_v3_index() -> dict[str, Any]:
+    return {"paths": {gv.path: {"serverRelativeURL": f"/openapi/v3/{gv.path}"
+                                                     f"?hash={openapi_v3_hash(gv)}"}
+                      for gv in served_group_versions()}}
+
+
+
+# --- routes ----------------------------------------------------------------------------------
+
+router = APIRouter()
+
+
+@router.get("/openapi/v3")
+async def get_openapi_v3() -> Response:
+    return json_response(openapi_v3_index())
+
+
+def _openapi_v3(request: Request, gv: GroupVersion) -> Response:
+    if gv not in served_group_versions():
+        return not_found_response()
+    headers = {"Etag": f'"{openapi_v3_hash(gv)}"'}
+    if request.query_params.get("hash") == openapi_v3_hash(gv):
+        headers["Cache-Control"] = "public, immutable"
+    return Response(openapi_v3_document(gv), media_type=JSON, headers=headers)
+
+
+@router.get("/openapi/v3/api/v1")
+async def get_openapi_v3_core(request: Request) -> Response:
+    return _openapi_v3(request, GroupVersion("", "v1"))
+
+
+@router.get("/openapi/v3/apis/{group}/{version}")
+async def get_openapi_v3_group(request: Request, group: str, version: str) -> Response:
+    return _openapi_v3(request, GroupVersion(group, version))
+
+
