@@ -23,8 +23,10 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from apiserver import discovery, objects, openapi, patch, protobuf, schema, tables
+from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, status_details
-from apiserver.resources import RESOURCES, Resource, group_version, lookup
+from apiserver.resources import Resource, group_version, lookup
+from apiserver.resources.nodes import NODES
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.storage import Storage, Unavailable
 from apiserver.watch import WatchRequest, open_watch, watch_lines
@@ -249,7 +251,7 @@ class ApiServer:
     def render(self, request: Request, target: Target, obj: dict[str, Any]) -> Response:
         if tables.wants_table(request.headers.get("accept")):
             return json_response(tables.to_table(
-                target.resource.plural, [obj],
+                target.resource, [obj],
                 resource_version=obj["metadata"].get("resourceVersion", ""),
                 include_object=request.query_params.get("includeObject", "Metadata")))
         return json_response(obj)
@@ -258,7 +260,7 @@ class ApiServer:
         label_text = request.query_params.get("labelSelector", "")
         field_text = request.query_params.get("fieldSelector", "")
         labels = parse_label_selector(label_text) if label_text else None
-        fields = parse_field_selector(field_text, resource.plural) if field_text else None
+        fields = parse_field_selector(field_text, resource) if field_text else None
         return labels, fields
 
     async def list_or_watch(self, request: Request, target: Target) -> Response:
@@ -269,7 +271,7 @@ class ApiServer:
                                                    labels=labels, fields=fields)
         if tables.wants_table(request.headers.get("accept")):
             return json_response(tables.to_table(
-                target.resource.plural, items, resource_version=str(revision),
+                target.resource, items, resource_version=str(revision),
                 include_object=request.query_params.get("includeObject", "Metadata")))
         return json_response({"kind": target.resource.list_kind,
                               "apiVersion": target.resource.api_version,
@@ -293,7 +295,7 @@ class ApiServer:
         events = await open_watch(self.registry, watch_request)
         render = None
         if tables.wants_table(request.headers.get("accept")):
-            render = table_event_renderer(target.resource.plural,
+            render = table_event_renderer(target.resource,
                                           request.query_params.get("includeObject", "Metadata"))
         return StreamingResponse(
             watch_lines(events, timeout=watch_request.timeout_seconds, render=render),
@@ -347,8 +349,8 @@ class ApiServer:
                 patched = patch.apply_json_patch(current, document)
             else:
                 patched = patch.apply_strategic_merge_patch(current, document,
-                                                            resource=resource.plural)
-            pruned, _ = schema.decode(resource.plural, patched)
+                                                            merge_keys=resource.merge_keys)
+            pruned, _ = schema.decode(resource.model, patched)
             return objects.prepare_for_update(resource, pruned, current,
                                               subresource=target.subresource)
 
@@ -393,7 +395,7 @@ class ApiServer:
         if body_name and body_name != target.name:
             raise errors.BadRequest(f"the name of the object ({body_name}) does not match the "
                                     f"name on the URL ({target.name})")
-        await self.registry.bind(target.namespace, target.name, binding)
+        await self.registry.bind(target.resource, target.namespace, target.name, binding)
         log.info("bound pod %s/%s to %s", target.namespace, target.name,
                  (binding.get("target") or {}).get("name"))
         return json_response(SUCCESS_CREATED, 201)
@@ -406,7 +408,7 @@ class ApiServer:
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name:
             raise errors.BadRequest(f"pod {target.name} does not have a host assigned")
-        node = await self.registry.get(RESOURCES["nodes"], None, node_name)
+        node = await self.registry.get(NODES, None, node_name)
         return await proxy_pod_log(pod, node, dict(request.query_params))
 
 
@@ -416,7 +418,7 @@ def describe(obj: dict[str, Any]) -> str:
     return f"{meta['namespace']}/{name}" if meta.get("namespace") else name
 
 
-def table_event_renderer(resource: str, include_object: str) -> Any:
+def table_event_renderer(resource: Resource, include_object: str) -> Any:
     first = True
 
     def render(event: dict[str, Any]) -> dict[str, Any]:
@@ -455,25 +457,15 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     storage = Storage(etcd_servers)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     server = ApiServer(registry)
-
-    async def bootstrap() -> None:
-        while True:
-            try:
-                await registry.ensure_default_namespaces()
-                await registry.namespaces.resume()
-                return
-            except Unavailable as e:
-                log.warning("etcd not reachable yet (%s); retrying", e)
-                await asyncio.sleep(1)
+    namespaces = NamespaceController(registry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await storage.start()
-        task = asyncio.create_task(bootstrap())
+        namespaces.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
-        task.cancel()
-        await registry.namespaces.stop()
+        await namespaces.stop()
         await registry.cacher.stop()
         await storage.close()
 

@@ -71,10 +71,6 @@ def subresource_info(name: str, kind: str) -> Subresource:
     return Subresource(name, kind, STATUS_VERBS)
 
 
-SHORT_NAMES = {"pods": ("po",), "nodes": ("no",), "events": ("ev",), "namespaces": ("ns",)}
-CATEGORIES = {"pods": ("all",)}
-
-
 # `kubectl cluster-info` lists the services labelled kubernetes.io/cluster-service=true and
 # fails when the server has no "services" resource; kubelite has no services, so it serves
 # them read-only and always empty (see the routes below).
@@ -91,9 +87,9 @@ def served_resources(group: str, version: str) -> list[ResourceInfo]:
         subresources = tuple(subresource_info(name, resource.kind)
                              for name in sorted(resource.subresources))
         infos.append(ResourceInfo(
-            plural=plural, singular=resource.kind.lower(), kind=resource.kind,
+            plural=plural, singular=resource.singular, kind=resource.kind,
             namespaced=resource.namespaced, verbs=ALL_VERBS,
-            short_names=SHORT_NAMES.get(plural, ()), categories=CATEGORIES.get(plural, ()),
+            short_names=resource.short_names, categories=resource.categories,
             subresources=subresources, group=group, version=version))
     return sorted(infos, key=lambda info: info.plural)
 

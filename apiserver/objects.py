@@ -1,7 +1,9 @@
-"""Pure decisions about objects: server-set metadata, what an update may change, deletion.
+"""Pure decisions about objects that every resource shares: server-set metadata, defaults,
+what an update may change, deletion marks.
 
-These mirror the `rest.RESTCreateStrategy`/`RESTUpdateStrategy` hooks of kube-apiserver
-(PrepareForCreate, PrepareForUpdate, CheckGracefulDelete) for the resources we serve.
+These are the generic halves of kube-apiserver's `rest.RESTCreateStrategy`/
+`RESTUpdateStrategy` hooks (PrepareForCreate, PrepareForUpdate, BeforeDelete); what differs
+between resources comes from each one's `Resource` (apiserver/resources/).
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import copy
 import secrets
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apiserver.resources import Resource
 from common.timestamps import rfc3339
+
+if TYPE_CHECKING:
+    from apiserver.resources import Resource
 
 # kube's generateName suffix alphabet (no vowels, no confusable digits), 5 characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -70,6 +74,21 @@ def prepare_for_create(resource: Resource, obj: dict[str, Any], *,
     return out
 
 
+def default_object(resource: Resource, obj: dict[str, Any], *,
+                   old: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of obj with Kubernetes' defaults filled in (explicit values are kept).
+
+    On create (`old` is None) this also does what kube-apiserver's create path adds
+    (pod `status.phase`/`qosClass`, pod priority, the namespace's `kubernetes`
+    finalizer). On update pass the stored object as `old`: only the decode-time
+    defaults apply, and a pod keeps its priority and preemptionPolicy, as the Priority
+    admission plugin does.
+    """
+    out = copy.deepcopy(obj)
+    resource.default(out, old)
+    return out
+
+
 def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, Any], *,
                        subresource: str | None) -> dict[str, Any]:
     """What an update keeps from the stored object.
@@ -106,19 +125,6 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, A
     return out
 
 
-def pod_delete_grace(pod: dict[str, Any], requested: int | None) -> int:
-    """kube's CheckGracefulDelete for pods: how long the kubelet gets to stop it."""
-    spec = pod.get("spec") or {}
-    if not spec.get("nodeName"):
-        return 0  # never ran anywhere: nothing to stop
-    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-        return 0
-    if requested is not None:
-        return max(0, requested)
-    grace = spec.get("terminationGracePeriodSeconds")
-    return 30 if grace is None else max(0, int(grace))
-
-
 def mark_for_deletion(obj: dict[str, Any], grace: int, *,
                       now: datetime | None = None) -> dict[str, Any] | None:
     """Set deletionTimestamp/deletionGracePeriodSeconds; None when nothing would change.
@@ -134,17 +140,4 @@ def mark_for_deletion(obj: dict[str, Any], grace: int, *,
     when = (now or datetime.now(UTC)) + timedelta(seconds=grace)
     out["metadata"] = {**meta, "deletionTimestamp": rfc3339(when),
                        "deletionGracePeriodSeconds": grace}
-    return out
-
-
-def bind_pod(pod: dict[str, Any], node_name: str, *, now: datetime | None = None) -> dict[str, Any]:
-    """The pod after a Binding: `spec.nodeName` set and PodScheduled=True."""
-    out = dict(pod)
-    out["spec"] = {**(pod.get("spec") or {}), "nodeName": node_name}
-    status = dict(pod.get("status") or {})
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                       "lastTransitionTime": rfc3339(now)})
-    status["conditions"] = conditions
-    out["status"] = status
     return out

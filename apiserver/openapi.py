@@ -30,8 +30,7 @@ from apiserver.discovery import (
     response_kind,
     served_resources,
 )
-from apiserver.resources import groups
-from common import models
+from apiserver.resources import RESOURCES, Resource, groups
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
@@ -214,27 +213,26 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
     return paths
 
 
-KIND_DESCRIPTIONS = {
-    "Pod": "Pod is a collection of containers that can run on a host. This resource is "
-           "created by clients and scheduled onto hosts.",
-    "Node": "Node is a worker node in Kubernetes. Each node will have a unique identifier "
-            "in the cache (i.e. in etcd).",
-    "Event": "Event is a report of an event somewhere in the cluster.  Events have a limited "
-             "retention time and triggers and messages may evolve with time.",
-    "Namespace": "Namespace provides a scope for Names. Use of multiple namespaces is "
-                 "optional.",
-    "Lease": "Lease defines a lease concept.",
-    "LeaseSpec": "LeaseSpec is a specification of a Lease.",
+META_DESCRIPTIONS = {
     "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
                   "includes all objects users must create.",
 }
 META_TYPES = ("ObjectMeta", "OwnerReference")
 
 
-def served_models(gv: GroupVersion) -> list[type[models.KubeModel]]:
-    """The models of the kinds one group version serves (services have none: never written)."""
-    return [models.MODELS[info.plural] for info in served_resources(gv.group, gv.version)
-            if info.plural in models.MODELS]
+def served(gv: GroupVersion) -> list[Resource]:
+    """The resources of one group version, by name (services have no kind: never written)."""
+    return sorted((resource for resource in RESOURCES.values()
+                   if (resource.group, resource.version) == (gv.group, gv.version)),
+                  key=lambda resource: resource.plural)
+
+
+def descriptions(gv: GroupVersion) -> dict[str, str]:
+    """Model name -> the description kube-openapi gives it, for one group version."""
+    found = dict(META_DESCRIPTIONS)
+    for resource in served(gv):
+        found.update(resource.descriptions)
+    return found
 
 
 def schema_name(gv: GroupVersion, model: str) -> str:
@@ -283,16 +281,17 @@ def _list_schema(gv: GroupVersion, kind: str) -> dict[str, Any]:
 
 def schemas(gv: GroupVersion) -> dict[str, Any]:
     """components.schemas: the kinds of one group version, as common.models describes them."""
-    served = served_models(gv)
-    _, document = models_json_schema([(model, "validation") for model in served],
+    served_models = [resource.model for resource in served(gv)]
+    known = descriptions(gv)
+    _, document = models_json_schema([(model, "validation") for model in served_models],
                                      by_alias=True, ref_template="#/components/schemas/{model}")
     result: dict[str, Any] = {}
     for model, schema in document["$defs"].items():
         converted = kube_schema(schema, gv)
-        if model in KIND_DESCRIPTIONS:
-            converted["description"] = KIND_DESCRIPTIONS[model]
+        if model in known:
+            converted["description"] = known[model]
         result[schema_name(gv, model)] = converted
-    for model in served:
+    for model in served_models:
         kind = model.__name__
         result[schema_name(gv, kind)]["x-kubernetes-group-version-kind"] = [
             response_kind(kind, gv.group, gv.version)]

@@ -1,5 +1,7 @@
 """The verbs of every resource on etcd: create, get, list, update, patch, delete, bind.
 
+The store is generic: whatever differs between resources (defaults, validation, delete
+rules, TTLs, selectable fields) it asks the resource's strategy (apiserver/resources/).
 Each verb turns storage outcomes into Kubernetes Status errors; nothing is written
 unless the whole request is valid. Updates without a resourceVersion precondition
 retry on a concurrent write (kube's GuaranteedUpdate); with one, a stale version is a
@@ -14,18 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from apiserver import defaults, namespaces, objects, schema, validation
+from apiserver import objects, schema, validation
 from apiserver.cacher import Cacher
-from apiserver.namespaces import NamespaceLifecycle, forbidden_delete, mark_terminating
-from apiserver.resources import (
-    DEFAULT_NAMESPACES,
-    RESOURCES,
-    Resource,
-    collection_prefix,
-    namespace_key,
-    object_key,
-)
-from apiserver.selectors import FieldSelector, LabelSelector, selectable_fields
+from apiserver.resources import Resource, collection_prefix, namespace_key, object_key
+from apiserver.resources.namespaces import check_create
+from apiserver.selectors import FieldSelector, LabelSelector, matches
 from apiserver.storage import (
     KV,
     KeyExists,
@@ -78,7 +73,7 @@ def invalid(resource: Resource, name: str, causes: list[dict[str, str]]) -> erro
 def decode(resource: Resource, body: dict[str, Any], *,
            strict: bool) -> tuple[dict[str, Any], list[str]]:
     """schema.decode; with fieldValidation=Strict an unknown field is the decoder's 400."""
-    pruned, unknown = schema.decode(resource.plural, body)
+    pruned, unknown = schema.decode(resource.model, body)
     if strict and unknown:
         kind = resource.kind
         raise errors.BadRequest(f'{kind} in version "{resource.version}" cannot be handled as '
@@ -131,21 +126,13 @@ class Registry:
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
         self.cacher = Cacher(storage)
-        self.namespaces = NamespaceLifecycle(self)
+        # Namespaces being emptied (NamespaceLifecycle: nothing new may be created in them).
+        # A DELETE of a namespace adds it; the namespace controller removes it once the
+        # namespace is gone, and adds those it finds terminating after a restart.
+        self.terminating_namespaces: set[str] = set()
 
     def key(self, resource: Resource, namespace: str | None, name: str) -> str:
         return object_key(self.prefix, resource, namespace, name)
-
-    async def ensure_default_namespaces(self) -> None:
-        ns = RESOURCES["namespaces"]
-        for name in DEFAULT_NAMESPACES:
-            obj = defaults.default_object("namespaces", objects.prepare_for_create(
-                ns, {"metadata": {"name": name}}, namespace=None))
-            try:
-                await self.storage.create(self.key(ns, None, name), obj)
-                log.info("created namespace %s", name)
-            except KeyExists:
-                pass
 
     # -- reads -------------------------------------------------------------------------
 
@@ -185,12 +172,12 @@ class Registry:
         `dry_run`: every check, no write)."""
         pruned, unknown = decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
-        obj = defaults.default_object(resource.plural, obj)
+        obj = objects.default_object(resource, obj)
         name = object_name(obj)
-        check_no_causes(resource, name or object_name(body), validation.validate(resource.plural, obj))
-        lease = await self.event_leases.lease() if resource.plural == "events" else 0
+        check_no_causes(resource, name or object_name(body), validation.validate(resource, obj))
+        lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
-        self.namespaces.check_create(resource.qualified, name, namespace)
+        check_create(self.terminating_namespaces, resource.qualified, name, namespace)
         if dry_run:
             await self._check_creatable(resource, namespace, name, requires)
             return obj, unknown
@@ -260,16 +247,16 @@ class Registry:
                 raise conflict(resource, name)
             new = mutate(kv.value)
             if validate:
-                new = defaults.default_object(resource.plural, new, old=kv.value)
+                new = objects.default_object(resource, new, old=kv.value)
             if new == kv.value:
                 return objects.with_resource_version(kv.value, kv.mod_revision)
             if validate:
                 check = (validation.validate_status_update if subresource == "status"
                          else validation.validate_update)
-                check_no_causes(resource, name, check(resource.plural, new, kv.value))
+                check_no_causes(resource, name, check(resource, new, kv.value))
             if dry_run:
                 return objects.with_resource_version(new, kv.mod_revision)
-            lease = await self.event_leases.lease() if resource.plural == "events" else 0
+            lease = await self.event_leases.lease() if resource.expires else 0
             try:
                 revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,
                                                      lease=lease)
@@ -286,30 +273,25 @@ class Registry:
                      grace_period: int | None = None,
                      preconditions: dict[str, Any] | None = None,
                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
-        """Delete now, or mark for graceful deletion; returns (object, deleted_now)."""
-        if resource.plural == "namespaces":
-            return await self._delete_namespace(name, preconditions or {}, dry_run=dry_run), False
+        """Delete now, or mark for deletion as the resource's strategy says (graceful
+        deletion, finalizers, a Terminating namespace); returns (object, deleted_now)."""
         key = self.key(resource, namespace, name)
         for _ in range(MAX_UPDATE_ATTEMPTS):
             kv = await self._get_kv(resource, namespace, name)
             check_preconditions(resource, name, kv, preconditions or {})
             current = kv.value
-            marked = None
-            if (current.get("metadata") or {}).get("finalizers"):
-                marked = objects.mark_for_deletion(current, 0) or current
-            elif resource.plural == "pods":
-                grace = objects.pod_delete_grace(current, grace_period)
-                if grace > 0:
-                    marked = objects.mark_for_deletion(current, grace) or current
+            marked = resource.prepare_for_delete(current, grace_period)
             if dry_run:
                 return objects.with_resource_version(marked or current, kv.mod_revision), \
                     marked is None
             try:
                 if marked is not None:
                     if marked is current:
+                        self._marked_for_deletion(resource, name)
                         return objects.with_resource_version(current, kv.mod_revision), False
                     revision = await self.storage.update(key, marked,
                                                          expected_revision=kv.mod_revision)
+                    self._marked_for_deletion(resource, name)
                     return objects.with_resource_version(marked, revision), False
                 last, revision = await self.storage.delete(key, expected_revision=kv.mod_revision)
                 return objects.with_resource_version(last.value, revision), True
@@ -319,45 +301,19 @@ class Registry:
                 continue
         raise conflict(resource, name)
 
-    async def _delete_namespace(self, name: str, preconditions: dict[str, Any], *,
-                                dry_run: bool) -> dict[str, Any]:
-        """Namespaces end through `Terminating` (see apiserver/namespaces.py)."""
-        resource = RESOURCES["namespaces"]
-        kv = await self._get_kv(resource, None, name)
-        check_preconditions(resource, name, kv, preconditions)
-        if dry_run:
-            if name in namespaces.IMMORTAL:
-                raise forbidden_delete(name)
-            marked = mark_terminating(kv.value) or kv.value
-            return objects.with_resource_version(marked, kv.mod_revision)
-        return await self.namespaces.delete(name)
+    def _marked_for_deletion(self, resource: Resource, name: str) -> None:
+        if resource.terminates_namespace:
+            self.terminating_namespaces.add(name)
 
-    async def bind(self, namespace: str, name: str, binding: dict[str, Any]) -> None:
-        pods = RESOURCES["pods"]
-        target = binding.get("target") or {}
-        node_name = target.get("name")
-        if not node_name:
-            raise errors.invalid("Binding", name, [{
-                "reason": "FieldValueRequired", "message": "Required value",
-                "field": "target.name"}])
-        if target.get("kind") not in (None, "", "Node"):
-            raise errors.invalid("Binding", name, [{
-                "reason": "FieldValueNotSupported",
-                "message": f'Unsupported value: "{target.get("kind")}": supported values: "Node"',
-                "field": "target.kind"}])
-
-        def assign(pod: dict[str, Any]) -> dict[str, Any]:
-            if (pod.get("metadata") or {}).get("deletionTimestamp"):
-                raise errors.conflict("pods/binding", name,
-                                      f"pod {name} is being deleted, cannot be assigned to a host")
-            assigned = (pod.get("spec") or {}).get("nodeName")
-            if assigned:
-                raise errors.conflict("pods/binding", name,
-                                      f'pod {name} is already assigned to node "{assigned}"')
-            return objects.bind_pod(pod, node_name)
-
-        # A binding is not a pod update: only the binding rules above apply.
-        await self.guaranteed_update(pods, namespace, name, assign, validate=False)
+    async def bind(self, resource: Resource, namespace: str, name: str,
+                   binding: dict[str, Any]) -> None:
+        """The binding subresource (pods/binding): the strategy checks the Binding and says
+        what it changes; a binding is not an update, so only its own rules apply."""
+        if resource.bind is None:
+            raise errors.MethodNotAllowed("the server does not allow this method on the "
+                                          "requested resource")
+        await self.guaranteed_update(resource, namespace, name, resource.bind(name, binding),
+                                     validate=False)
 
 
 def check_preconditions(resource: Resource, name: str, kv: KV,
@@ -372,12 +328,3 @@ def check_preconditions(resource: Resource, name: str, kv: KV,
         raise conflict(resource, name,
                        f"Precondition failed: ResourceVersion in precondition: {rv}, "
                        f"ResourceVersion in object meta: {kv.mod_revision}")
-
-
-def matches(resource: Resource, obj: dict[str, Any], labels: LabelSelector | None,
-            fields: FieldSelector | None) -> bool:
-    if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels")):
-        return False
-    if fields is not None and not fields.matches(selectable_fields(resource.plural, obj)):
-        return False
-    return True

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from common.errors import BadRequest
-from common.models import MODELS, KubeModel
+from common.models import KubeModel
 
 _INT32_MAX = 2**31 - 1
 
@@ -34,9 +34,8 @@ class FieldShape:
     container: str = ""  # "", "list" or "map"
 
 
-def decode(resource: str, obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def decode(model: type[KubeModel], obj: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """(the object without unknown fields, the unknown field paths); BadRequest on a type error."""
-    model = MODELS[resource]
     kind = model.__name__
     if not isinstance(obj, dict):
         raise BadRequest(f'{kind} in version "v1" cannot be handled as a {kind}: '

@@ -4,7 +4,10 @@
 error wording, value validation); `parse_field_selector` follows
 `k8s.io/apimachinery/pkg/fields/selector.go` plus the field-label conversion functions of
 `pkg/apis/core/v1/conversion.go`; `selectable_fields` follows the `ToSelectableFields`
-functions of `pkg/registry/core/*/strategy.go`.
+functions of `pkg/registry/core/*/strategy.go`. Each resource brings its own
+`SelectableFields` table (apiserver/resources/*.py): the labels it accepts, their old
+aliases, and the getter that reads them off an object; one table serves both the parser
+and `matches`, the filter of every list and watch.
 
 Both selectors are parsed once per request into precompiled requirement tests, because
 `matches` runs for every object of every list and watch.
@@ -16,10 +19,13 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from apiserver.validation import is_label_value, is_qualified_name
 from common.errors import BadRequest
+
+if TYPE_CHECKING:
+    from apiserver.resources import Resource
 
 # ---------------------------------------------------------------------------------------------
 # Label selectors
@@ -348,29 +354,19 @@ def parse_label_selector(text: str) -> LabelSelector:
 # Field selectors
 # ---------------------------------------------------------------------------------------------
 
-# The field labels kube-apiserver accepts per resource (core/v1 AddFieldLabelConversionFunc).
-SELECTABLE_FIELDS: dict[str, frozenset[str]] = {
-    "pods": frozenset({
-        "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-        "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-        "status.podIP",
-        # Accepted by kube's conversion but absent from PodToSelectableFields: selects as "".
-        "status.podIPs",
-        "status.nominatedNodeName",
-    }),
-    "nodes": frozenset({"metadata.name", "spec.unschedulable"}),
-    "events": frozenset({
-        "metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace",
-        "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
-        "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
-        "reportingComponent", "source", "type",
-    }),
-    "namespaces": frozenset({"metadata.name", "status.phase"}),
-}
-# Old names kube still accepts and rewrites.
-_FIELD_ALIASES: dict[str, dict[str, str]] = {"pods": {"spec.host": "spec.nodeName"}}
-# runtime.DefaultMetaV1FieldSelectorConversion, for resources without their own list.
+# runtime.DefaultMetaV1FieldSelectorConversion, for resources without a table of their own.
 _DEFAULT_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+
+
+@dataclass(frozen=True, slots=True)
+class SelectableFields:
+    """A resource's field selector table (kube's AddFieldLabelConversionFunc plus
+    ToSelectableFields): the labels it accepts, old names rewritten to them, and the
+    values an object has for them (absent ones are "")."""
+
+    labels: frozenset[str]
+    get: Callable[[Mapping[str, Any]], dict[str, str]]
+    aliases: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,20 +462,20 @@ def escape_field_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
 
 
-def _convert_field_label(resource: str, label: str) -> str:
-    label = _FIELD_ALIASES.get(resource, {}).get(label, label)
-    allowed = SELECTABLE_FIELDS.get(resource)
-    if allowed is None:
+def _convert_field_label(resource: Resource, label: str) -> str:
+    table = resource.fields
+    if table is None:
         if label in _DEFAULT_FIELDS:
             return label
         raise BadRequest(f'"{label}" is not a known field selector: only '
                          '"metadata.name", "metadata.namespace"')
-    if label not in allowed:
+    label = table.aliases.get(label, label)
+    if label not in table.labels:
         raise BadRequest(f"field label not supported: {label}")
     return label
 
 
-def parse_field_selector(text: str, resource: str) -> FieldSelector:
+def parse_field_selector(text: str, resource: Resource) -> FieldSelector:
     """fields.ParseSelector, then the resource's field label conversion; errors are 400s."""
     requirements = []
     for term in sorted(_split_terms(text)):
@@ -495,87 +491,38 @@ def parse_field_selector(text: str, resource: str) -> FieldSelector:
         for label, operator, value in requirements))
 
 
-# --- selectable fields per resource ---------------------------------------------------------
+# --- what an object has for the field labels --------------------------------------------------
 
 
-def _text(value: Any) -> str:
+def field_text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _bool_text(value: Any) -> str:
+def field_bool(value: Any) -> str:
     return "true" if value is True else "false"
 
 
-def _object_meta_fields(obj: Mapping[str, Any], namespaced: bool) -> dict[str, str]:
+def object_meta_fields(obj: Mapping[str, Any], namespaced: bool) -> dict[str, str]:
     meta = obj.get("metadata") or {}
-    fields = {"metadata.name": _text(meta.get("name"))}
+    fields = {"metadata.name": field_text(meta.get("name"))}
     if namespaced:
-        fields["metadata.namespace"] = _text(meta.get("namespace"))
+        fields["metadata.namespace"] = field_text(meta.get("namespace"))
     return fields
 
 
-def _pod_fields(pod: Mapping[str, Any]) -> dict[str, str]:
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    pod_ip = _text(status.get("podIP"))
-    if not pod_ip and status.get("podIPs"):
-        pod_ip = _text((status["podIPs"][0] or {}).get("ip"))
-    fields = _object_meta_fields(pod, namespaced=True)
-    fields.update({
-        "spec.nodeName": _text(spec.get("nodeName")),
-        "spec.restartPolicy": _text(spec.get("restartPolicy")),
-        "spec.schedulerName": _text(spec.get("schedulerName")),
-        "spec.serviceAccountName": _text(spec.get("serviceAccountName")),
-        "spec.hostNetwork": _bool_text(spec.get("hostNetwork")),
-        "status.phase": _text(status.get("phase")),
-        "status.podIP": pod_ip,
-        "status.nominatedNodeName": _text(status.get("nominatedNodeName")),
-    })
-    return fields
-
-
-def _node_fields(node: Mapping[str, Any]) -> dict[str, str]:
-    fields = _object_meta_fields(node, namespaced=False)
-    fields["spec.unschedulable"] = _bool_text((node.get("spec") or {}).get("unschedulable"))
-    return fields
-
-
-def _event_fields(event: Mapping[str, Any]) -> dict[str, str]:
-    involved = event.get("involvedObject") or {}
-    reporting = _text(event.get("reportingComponent"))
-    fields = _object_meta_fields(event, namespaced=True)
-    fields.update({
-        f"involvedObject.{name}": _text(involved.get(name))
-        for name in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
-                     "fieldPath")
-    })
-    fields.update({
-        "reason": _text(event.get("reason")),
-        "reportingComponent": reporting,
-        "source": _text((event.get("source") or {}).get("component")) or reporting,
-        "type": _text(event.get("type")),
-    })
-    return fields
-
-
-def _namespace_fields(namespace: Mapping[str, Any]) -> dict[str, str]:
-    fields = _object_meta_fields(namespace, namespaced=False)
-    fields["status.phase"] = _text((namespace.get("status") or {}).get("phase"))
-    return fields
-
-
-_FIELD_GETTERS: dict[str, Callable[[Mapping[str, Any]], dict[str, str]]] = {
-    "pods": _pod_fields,
-    "nodes": _node_fields,
-    "events": _event_fields,
-    "namespaces": _namespace_fields,
-}
-
-
-def selectable_fields(resource: str, obj: dict[str, Any]) -> dict[str, str]:
+def selectable_fields(resource: Resource, obj: dict[str, Any]) -> dict[str, str]:
     """The field set a field selector is matched against; absent values are ""."""
-    getter = _FIELD_GETTERS.get(resource)
-    if getter is None:
+    if resource.fields is None:
         namespaced = bool((obj.get("metadata") or {}).get("namespace"))
-        return _object_meta_fields(obj, namespaced)
-    return getter(obj)
+        return object_meta_fields(obj, namespaced)
+    return resource.fields.get(obj)
+
+
+def matches(resource: Resource, obj: dict[str, Any], labels: LabelSelector | None,
+            fields: FieldSelector | None) -> bool:
+    """Whether a list or watch with these selectors shows obj."""
+    if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels")):
+        return False
+    if fields is not None and not fields.matches(selectable_fields(resource, obj)):
+        return False
+    return True

@@ -3,7 +3,7 @@ Kubernetes' JSON field names.
 
 Class names are the Go type names (`PodSpec`, `ContainerPort`, ...) so that decode errors
 can name them the way kube-apiserver does. Every field is optional: a model describes the
-shape and the types, `apiserver.validation` decides what is required. Validation is strict
+shape and the types, validation (apiserver/resources/) decides what is required. Validation is strict
 like Go's encoding/json: `"80"` is not an int32 and `1` is not a string. Structures
 Kubernetes has but kubelite does not look into are `dict[str, Any]`.
 """
@@ -519,14 +519,3 @@ class Lease(KubeModel):
     api_version: str | None = None
     metadata: ObjectMeta | None = None
     spec: LeaseSpec | None = None
-
-
-MODELS: dict[str, type[KubeModel]] = {
-    "pods": Pod,
-    "nodes": Node,
-    "events": Event,
-    "namespaces": Namespace,
-    "leases": Lease,
-    "bindings": Binding,
-    "deleteoptions": DeleteOptions,
-}

@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-from apiserver.defaults import default_object, default_pull_policy, pod_qos_class
+from apiserver.objects import default_object
+from apiserver.resources.events import EVENTS
+from apiserver.resources.namespaces import NAMESPACES
+from apiserver.resources.nodes import NODES
+from apiserver.resources.pods import PODS, default_pull_policy, pod_qos_class
 
 
 def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
@@ -31,7 +35,7 @@ def test_image_pull_policy(image: str, policy: str) -> None:
 
 
 def test_pod_defaults() -> None:
-    out = default_object("pods", pod({"name": "c", "image": "nginx:1.15",
+    out = default_object(PODS, pod({"name": "c", "image": "nginx:1.15",
                                       "ports": [{"containerPort": 80}]}))
     spec = out["spec"]
     assert {k: v for k, v in spec.items() if k != "containers"} == {
@@ -55,7 +59,7 @@ def test_pod_defaults() -> None:
 def test_explicit_values_are_kept_and_input_untouched() -> None:
     given = pod({"name": "c", "image": "nginx", "imagePullPolicy": "Never"},
                 restartPolicy="Never", terminationGracePeriodSeconds=0, enableServiceLinks=False)
-    out = default_object("pods", given)
+    out = default_object(PODS, given)
     assert out["spec"]["restartPolicy"] == "Never"
     assert out["spec"]["terminationGracePeriodSeconds"] == 0
     assert out["spec"]["enableServiceLinks"] is False
@@ -64,21 +68,21 @@ def test_explicit_values_are_kept_and_input_untouched() -> None:
 
 
 def test_requests_default_to_limits() -> None:
-    out = default_object("pods", pod({"name": "c", "image": "i", "resources": {
+    out = default_object(PODS, pod({"name": "c", "image": "i", "resources": {
         "limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}}}))
     assert out["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m",
                                                                       "memory": "1Gi"}
 
 
 def test_host_network_copies_container_port_to_host_port() -> None:
-    out = default_object("pods", pod({"name": "c", "image": "i", "ports": [{"containerPort": 8080}]},
+    out = default_object(PODS, pod({"name": "c", "image": "i", "ports": [{"containerPort": 8080}]},
                                      hostNetwork=True))
     assert out["spec"]["containers"][0]["ports"][0]["hostPort"] == 8080
 
 
 def test_update_keeps_priority_and_skips_create_only_defaults() -> None:
-    old = default_object("pods", pod({"name": "c", "image": "i"}))
-    new = default_object("pods", pod({"name": "c", "image": "i"}, priorityClassName="x"), old=old)
+    old = default_object(PODS, pod({"name": "c", "image": "i"}))
+    new = default_object(PODS, pod({"name": "c", "image": "i"}, priorityClassName="x"), old=old)
     assert new["spec"]["priority"] == 0
     assert new["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
     assert "status" not in new
@@ -106,29 +110,29 @@ def test_qos_class(resources: list[dict[str, Any]], qos: str) -> None:
 
 
 def test_qos_class_after_defaulting_limits_only_is_guaranteed() -> None:
-    out = default_object("pods", pod({"name": "c", "image": "i",
+    out = default_object(PODS, pod({"name": "c", "image": "i",
                                       "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}}))
     assert out["status"]["qosClass"] == "Guaranteed"
 
 
 def test_namespace_defaults() -> None:
-    out = default_object("namespaces", {"metadata": {"name": "team", "labels": {"a": "b"}}})
+    out = default_object(NAMESPACES, {"metadata": {"name": "team", "labels": {"a": "b"}}})
     assert out["metadata"]["labels"] == {"a": "b", "kubernetes.io/metadata.name": "team"}
     assert out["spec"] == {"finalizers": ["kubernetes"]}
     assert out["status"] == {"phase": "Active"}
 
 
 def test_namespace_update_does_not_bring_the_finalizer_back() -> None:
-    old = default_object("namespaces", {"metadata": {"name": "team"}})
-    new = default_object("namespaces", {"metadata": {"name": "team"}, "spec": {"finalizers": []}},
+    old = default_object(NAMESPACES, {"metadata": {"name": "team"}})
+    new = default_object(NAMESPACES, {"metadata": {"name": "team"}, "spec": {"finalizers": []}},
                          old=old)
     assert new["spec"]["finalizers"] == []
 
 
 def test_node_allocatable_defaults_to_capacity_and_events_get_nothing() -> None:
-    node = default_object("nodes", {"metadata": {"name": "n"},
+    node = default_object(NODES, {"metadata": {"name": "n"},
                                     "status": {"capacity": {"cpu": "2", "pods": "110"}}})
     assert node["status"]["allocatable"] == {"cpu": "2", "pods": "110"}
     assert "phase" not in node["status"]
     event = {"metadata": {"name": "e"}, "reason": "Started"}
-    assert default_object("events", event) == event
+    assert default_object(EVENTS, event) == event

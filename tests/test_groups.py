@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from apiserver.resources import RESOURCES
 from apiserver.schema import decode
 from apiserver.validation import validate, validate_update
 from common.errors import BadRequest
-from common.models import micro_time_string
+from common.models import Lease, micro_time_string
 from tests.support import ApiServer, Etcd, Kubectl, table_lines, unique
 
 GROUP_PATH = "/apis/coordination.k8s.io/v1"
@@ -61,21 +62,21 @@ def test_micro_time_is_kept_in_utc_with_microseconds(sent: str, stored: str) -> 
 ])
 def test_micro_time_refusals_are_worded_as_go_words_them(sent: Any, message: str) -> None:
     with pytest.raises(BadRequest) as refused:
-        decode("leases", lease("l", renewTime=sent))
+        decode(Lease, lease("l", renewTime=sent))
     assert refused.value.message == f'Lease in version "v1" cannot be handled as a Lease: {message}'
 
 
 def test_lease_decoding_keeps_known_fields_and_reports_unknown_ones() -> None:
     body = lease("l", holderIdentity="a", leaseDurationSeconds=40, leaseTransitions=2,
                  acquireTime="2025-03-04T05:06:07.000000Z", surprise=True)
-    pruned, unknown = decode("leases", body)
+    pruned, unknown = decode(Lease, body)
     assert pruned["spec"] == {"holderIdentity": "a", "leaseDurationSeconds": 40,
                               "acquireTime": "2025-03-04T05:06:07.000000Z",
                               "leaseTransitions": 2}
     assert unknown == ["spec.surprise"]
     with pytest.raises(BadRequest, match="Go struct field LeaseSpec.spec.leaseDurationSeconds "
                                          "of type int32"):
-        decode("leases", lease("l", leaseDurationSeconds="40"))
+        decode(Lease, lease("l", leaseDurationSeconds="40"))
 
 
 def with_namespace(obj: dict[str, Any]) -> dict[str, Any]:
@@ -97,19 +98,19 @@ def with_namespace(obj: dict[str, Any]) -> dict[str, Any]:
     ({"strategy": "example.com/custom"}, []),
 ])
 def test_validate_lease(spec: dict[str, Any], causes: list[tuple[str, str, str]]) -> None:
-    found = validate("leases", with_namespace(lease("l", **spec)))
+    found = validate(RESOURCES["leases"], with_namespace(lease("l", **spec)))
     assert [(c["field"], c["reason"], c["message"]) for c in found] == causes
 
 
 def test_validate_lease_names_and_updates() -> None:
-    [bad_name] = validate("leases", with_namespace(lease("Node_1")))
+    [bad_name] = validate(RESOURCES["leases"], with_namespace(lease("Node_1")))
     assert bad_name["field"] == "metadata.name"
     assert "a lowercase RFC 1123 subdomain" in bad_name["message"]
     old = with_namespace(lease("l", leaseDurationSeconds=40))
     old["metadata"]["uid"] = "u1"
     new = {**old, "metadata": {**old["metadata"], "uid": "u2"},
            "spec": {"leaseDurationSeconds": -5}}
-    assert [c["field"] for c in validate_update("leases", new, old)] == [
+    assert [c["field"] for c in validate_update(RESOURCES["leases"], new, old)] == [
         "metadata.uid", "spec.leaseDurationSeconds"]
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import httpx
 
-from apiserver.namespaces import mark_terminating
+from apiserver.resources.namespaces import mark_terminating
 from tests.support import eventually, unique
 
 

@@ -14,6 +14,8 @@ from apiserver.patch import (
     apply_merge_patch,
     apply_strategic_merge_patch,
 )
+from apiserver.resources.nodes import NODES
+from apiserver.resources.pods import PODS
 from common.errors import ApiError, BadRequest, Invalid, RequestEntityTooLarge
 
 DOC: dict[str, Any] = {
@@ -239,7 +241,7 @@ def test_kubectl_apply_changing_label_and_image_keeps_other_container_fields() -
         "spec": {"$setElementOrder/containers": [{"name": "nginx"}, {"name": "sidecar"}],
                  "containers": [{"image": "busybox:2", "name": "nginx"}]},
     }
-    result = apply_strategic_merge_patch(POD, patch, resource="pods")
+    result = apply_strategic_merge_patch(POD, patch, merge_keys=PODS.merge_keys)
     assert result["metadata"]["labels"] == {"app": "web2"}
     assert result["metadata"]["annotations"] == {
         "kubectl.kubernetes.io/last-applied-configuration": last_applied}
@@ -259,7 +261,7 @@ def test_kubectl_apply_replacing_an_env_var_orders_as_the_config() -> None:
             "env": [{"name": "C", "value": "3"}, {"$patch": "delete", "name": "B"}],
         }],
     }}
-    result = apply_strategic_merge_patch(POD, patch, resource="pods")
+    result = apply_strategic_merge_patch(POD, patch, merge_keys=PODS.merge_keys)
     assert container(result, "nginx")["env"] == [{"name": "A", "value": "1"},
                                                  {"name": "C", "value": "3"}]
     assert container(result, "nginx")["ports"] == NGINX["ports"]
@@ -362,7 +364,7 @@ STRATEGIC_CASES: list[tuple[str, dict[str, Any], Any]] = [
 def test_strategic_merge_patch_on_pods(case: str, patch: dict[str, Any], check: Any) -> None:
     before = copy.deepcopy(POD)
     patch_before = copy.deepcopy(patch)
-    assert check(apply_strategic_merge_patch(POD, patch, resource="pods")), case
+    assert check(apply_strategic_merge_patch(POD, patch, merge_keys=PODS.merge_keys)), case
     assert before == POD and patch_before == patch
 
 
@@ -393,15 +395,15 @@ NODE_CASES: list[tuple[str, dict[str, Any], Any]] = [
 @pytest.mark.parametrize(("case", "patch", "check"), NODE_CASES,
                          ids=[case for case, _, _ in NODE_CASES])
 def test_strategic_merge_patch_on_nodes(case: str, patch: dict[str, Any], check: Any) -> None:
-    assert check(apply_strategic_merge_patch(NODE, patch, resource="nodes")), case
+    assert check(apply_strategic_merge_patch(NODE, patch, merge_keys=NODES.merge_keys)), case
 
 
 def test_patch_strategy_is_per_resource() -> None:
     """status.addresses merges on nodes, but a pod has no such strategy: replaced."""
     doc = {"status": {"addresses": [{"type": "A"}, {"type": "B"}]}}
     patch = {"status": {"addresses": [{"type": "B", "x": 1}]}}
-    merged = apply_strategic_merge_patch(doc, patch, resource="nodes")
-    replaced = apply_strategic_merge_patch(doc, patch, resource="pods")
+    merged = apply_strategic_merge_patch(doc, patch, merge_keys=NODES.merge_keys)
+    replaced = apply_strategic_merge_patch(doc, patch, merge_keys=PODS.merge_keys)
     assert merged["status"]["addresses"] == [{"type": "A"}, {"type": "B", "x": 1}]
     assert replaced["status"]["addresses"] == [{"type": "B", "x": 1}]
 
@@ -436,14 +438,14 @@ def test_patch_strategy_is_per_resource() -> None:
 )
 def test_strategic_merge_patch_errors(patch: Any, error: type[ApiError], message: str) -> None:
     with pytest.raises(error) as caught:
-        apply_strategic_merge_patch(POD, patch, resource="pods")
+        apply_strategic_merge_patch(POD, patch, merge_keys=PODS.merge_keys)
     assert caught.value.message == message
 
 
 def test_strategic_merge_patch_unknown_error_is_a_500_without_reason() -> None:
     with pytest.raises(UnknownError) as caught:
         apply_strategic_merge_patch(POD, {"spec": {"containers": [{"image": "x"}]}},
-                                    resource="pods")
+                                    merge_keys=PODS.merge_keys)
     assert caught.value.status()["code"] == 500
     assert caught.value.status()["reason"] == ""
 
@@ -451,5 +453,5 @@ def test_strategic_merge_patch_unknown_error_is_a_500_without_reason() -> None:
 def test_strategic_merge_patch_list_of_lists_is_a_422() -> None:
     doc: dict[str, Any] = {"metadata": {"finalizers": []}}
     with pytest.raises(Invalid) as caught:
-        apply_strategic_merge_patch(doc, {"metadata": {"finalizers": [["x"]]}}, resource="pods")
+        apply_strategic_merge_patch(doc, {"metadata": {"finalizers": [["x"]]}}, merge_keys=PODS.merge_keys)
     assert caught.value.details["causes"][0]["message"] == "lists of lists are not supported"

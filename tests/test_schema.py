@@ -9,6 +9,7 @@ import pytest
 
 from apiserver.schema import decode, strict_decoding_message
 from common.errors import BadRequest
+from common.models import Node, Pod
 from common.quantity import QuantityError, canonical_quantity, parse_quantity
 
 CANNOT = 'Pod in version "v1" cannot be handled as a Pod: '
@@ -25,7 +26,7 @@ def test_unknown_fields_are_pruned_and_listed() -> None:
             "hostNetwork": False, "nodeName": None,
             "nodeSelector": {"disk": "ssd"}},
     }
-    pruned, unknown = decode("pods", body)
+    pruned, unknown = decode(Pod, body)
     assert pruned == {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web", "labels": {"app": "web"}},
@@ -49,13 +50,13 @@ def test_opaque_structures_and_kube_spelling_are_kept() -> None:
                      "hostPID": True, "setHostnameAsFQDN": False},
             "status": {"podIP": "10.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
                        "containerStatuses": [{"name": "c", "imageID": "x", "containerID": "y"}]}}
-    pruned, unknown = decode("pods", body)
+    pruned, unknown = decode(Pod, body)
     assert pruned == body
     assert unknown == []
 
 
 def test_quantities_are_stored_canonical_even_when_given_as_numbers() -> None:
-    pruned, _ = decode("nodes", {"status": {"capacity": {"cpu": 2, "memory": "4Gi"},
+    pruned, _ = decode(Node, {"status": {"capacity": {"cpu": 2, "memory": "4Gi"},
                                             "allocatable": {"cpu": 1.5, "memory": " 0.5Gi"}}})
     assert pruned["status"] == {"capacity": {"cpu": "2", "memory": "4Gi"},
                                 "allocatable": {"cpu": "1500m", "memory": "512Mi"}}
@@ -100,7 +101,7 @@ def test_canonical_quantity(text: str, canonical: str) -> None:
 ])
 def test_type_errors_are_bad_requests_worded_like_go(body: dict[str, Any], message: str) -> None:
     with pytest.raises(BadRequest) as caught:
-        decode("pods", body)
+        decode(Pod, body)
     assert caught.value.message == CANNOT + message
     assert caught.value.code == 400
 
@@ -109,7 +110,7 @@ def test_a_body_that_is_not_an_object() -> None:
     with pytest.raises(BadRequest, match='Node in version "v1" cannot be handled as a Node: '
                                          "json: cannot unmarshal array into Go value of type "
                                          "v1.Node"):
-        decode("nodes", [])  # type: ignore[arg-type]
+        decode(Node, [])  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("text", "value"), [
@@ -147,4 +148,4 @@ def test_parse_quantity_errors(text: str, message: str) -> None:
 
 def test_the_message_names_the_kind_the_body_claims() -> None:
     with pytest.raises(BadRequest, match='^Node in version "v1" cannot be handled as a Pod: '):
-        decode("pods", {"apiVersion": "v1", "kind": "Node", "spec": {"containers": 1}})
+        decode(Pod, {"apiVersion": "v1", "kind": "Node", "spec": {"containers": 1}})

@@ -6,8 +6,10 @@ from typing import Any
 
 import pytest
 
+from apiserver.resources import RESOURCES
+from apiserver.resources.events import EVENTS
+from apiserver.resources.pods import PODS
 from apiserver.selectors import (
-    SELECTABLE_FIELDS,
     parse_field_selector,
     parse_label_selector,
     selectable_fields,
@@ -168,16 +170,16 @@ BOUND_POD: dict[str, Any] = {
     ],
 )
 def test_field_selector_on_pods(selector: str, obj: dict[str, Any], expected: bool) -> None:
-    fields = selectable_fields("pods", obj)
-    assert parse_field_selector(selector, "pods").matches(fields) is expected
+    fields = selectable_fields(PODS, obj)
+    assert parse_field_selector(selector, PODS).matches(fields) is expected
 
 
 def test_field_selector_value_escapes() -> None:
-    selector = parse_field_selector(r"metadata.name=a\,b\=c\\d", "pods")
+    selector = parse_field_selector(r"metadata.name=a\,b\=c\\d", PODS)
     assert selector.exact("metadata.name") == "a,b=c\\d"
     assert selector.matches({"metadata.name": "a,b=c\\d"})
     assert str(selector) == r"metadata.name=a\,b\=c\\d"
-    assert parse_field_selector(str(selector), "pods") == selector
+    assert parse_field_selector(str(selector), PODS) == selector
 
 
 @pytest.mark.parametrize(
@@ -194,7 +196,7 @@ def test_field_selector_value_escapes() -> None:
     ],
 )
 def test_field_selector_exact(selector: str, field: str, expected: str | None) -> None:
-    assert parse_field_selector(selector, "pods").exact(field) == expected
+    assert parse_field_selector(selector, PODS).exact(field) == expected
 
 
 @pytest.mark.parametrize(
@@ -209,13 +211,14 @@ def test_field_selector_exact(selector: str, field: str, expected: str | None) -
         ("metadata.name=a=b", "pods", "invalid field selector: unescaped character in value: 61"),
         (r"metadata.name=a\x", "pods", r"invalid field selector: invalid escape sequence: \x"),
         ("metadata.name=a\\", "pods", "invalid field selector: invalid escape sequence: \\"),
-        ("spec.x=1", "widgets", '"spec.x" is not a known field selector: only '
-                                '"metadata.name", "metadata.namespace"'),
+        # leases have no table of their own: kube's default metadata conversion
+        ("spec.x=1", "leases", '"spec.x" is not a known field selector: only '
+                               '"metadata.name", "metadata.namespace"'),
     ],
 )
 def test_field_selector_errors(selector: str, resource: str, message: str) -> None:
     with pytest.raises(BadRequest) as caught:
-        parse_field_selector(selector, resource)
+        parse_field_selector(selector, RESOURCES[resource])
     assert caught.value.message == message
 
 
@@ -248,18 +251,20 @@ EVENT: dict[str, Any] = {
     ],
 )
 def test_selectable_fields(resource: str, obj: dict[str, Any], expected: dict[str, str]) -> None:
-    fields = selectable_fields(resource, obj)
+    fields = selectable_fields(RESOURCES[resource], obj)
     assert {k: fields[k] for k in expected} == expected
-    assert set(fields) <= SELECTABLE_FIELDS[resource]
+    table = RESOURCES[resource].fields
+    assert table is not None and set(fields) <= table.labels
 
 
 def test_pod_fields_cover_every_selectable_field_but_pod_ips() -> None:
-    assert set(selectable_fields("pods", POD)) == SELECTABLE_FIELDS["pods"] - {"status.podIPs"}
+    assert PODS.fields is not None
+    assert set(selectable_fields(PODS, POD)) == PODS.fields.labels - {"status.podIPs"}
 
 
 def test_describe_pod_event_query() -> None:
     selector = parse_field_selector(
         "involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid=u-1",
-        "events")
-    assert selector.matches(selectable_fields("events", EVENT))
-    assert not selector.matches(selectable_fields("events", {**EVENT, "involvedObject": {}}))
+        EVENTS)
+    assert selector.matches(selectable_fields(EVENTS, EVENT))
+    assert not selector.matches(selectable_fields(EVENTS, {**EVENT, "involvedObject": {}}))

@@ -7,23 +7,16 @@ from typing import Any
 
 import pytest
 
-from apiserver.tables import (
-    EVENT_COLUMNS,
-    LEASE_COLUMNS,
-    NODE_COLUMNS,
-    POD_COLUMNS,
-    event_cells,
-    format_age,
-    human_duration,
-    lease_cells,
-    node_cells,
-    node_roles,
-    node_status,
-    pod_cells,
-    table_version,
-    to_table,
-    wants_table,
-)
+from apiserver.resources.events import COLUMNS as EVENT_COLUMNS
+from apiserver.resources.events import EVENTS, event_cells
+from apiserver.resources.leases import COLUMNS as LEASE_COLUMNS
+from apiserver.resources.leases import LEASES, lease_cells
+from apiserver.resources.namespaces import NAMESPACES
+from apiserver.resources.nodes import COLUMNS as NODE_COLUMNS
+from apiserver.resources.nodes import node_cells, node_roles, node_status
+from apiserver.resources.pods import COLUMNS as POD_COLUMNS
+from apiserver.resources.pods import PODS, pod_cells
+from apiserver.tables import format_age, human_duration, table_version, to_table, wants_table
 from common.errors import BadRequest
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
@@ -298,7 +291,7 @@ def test_lease_row_is_name_holder_age() -> None:
     # printLease: no holder is an empty cell (kubectl prints it blank), not <none>
     unheld = {**lease, "spec": {"leaseDurationSeconds": 40}}
     assert lease_cells(unheld, NOW) == ["node1", "", "90s"]
-    table = to_table("leases", [lease], resource_version="12", now=NOW)
+    table = to_table(LEASES, [lease], resource_version="12", now=NOW)
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Holder", "Age"]
     assert table["rows"][0]["object"]["metadata"]["name"] == "node1"
 
@@ -325,7 +318,7 @@ def test_column_definitions_match_kube_apiserver() -> None:
 
 def test_table_with_partial_object_metadata() -> None:
     done = pod("Succeeded", [status("app", terminated("Completed", 0))])
-    table = to_table("pods", [done], resource_version="90", now=NOW)
+    table = to_table(PODS, [done], resource_version="90", now=NOW)
     assert table["kind"] == "Table"
     assert table["apiVersion"] == "meta.k8s.io/v1"
     assert table["metadata"] == {"resourceVersion": "90"}
@@ -342,27 +335,27 @@ def test_table_with_partial_object_metadata() -> None:
 
 def test_table_include_object_and_headers() -> None:
     running = pod("Running", [status("app", RUNNING, ready=True)])
-    full = to_table("pods", [running], resource_version="7", include_object="Object", now=NOW)
+    full = to_table(PODS, [running], resource_version="7", include_object="Object", now=NOW)
     assert full["rows"][0]["object"] == running
     assert "conditions" not in full["rows"][0]
-    bare = to_table("pods", [running], resource_version="7", include_object="None",
+    bare = to_table(PODS, [running], resource_version="7", include_object="None",
                     include_column_definitions=False, version="v1beta1", now=NOW)
     assert "object" not in bare["rows"][0]
     assert bare["columnDefinitions"] is None
     assert bare["apiVersion"] == "meta.k8s.io/v1beta1"
-    default = to_table("namespaces", [{"metadata": {"name": "default",
+    default = to_table(NAMESPACES, [{"metadata": {"name": "default",
                                                     "creationTimestamp": ago(3 * 3600)},
                                        "status": {"phase": "Active"}}],
                        resource_version="3", include_object="", now=NOW)
     assert default["rows"][0]["cells"] == ["default", "Active", "3h"]
     assert default["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
-    assert to_table("events", [], resource_version="1", continue_token="abc")["metadata"] == {
+    assert to_table(EVENTS, [], resource_version="1", continue_token="abc")["metadata"] == {
         "resourceVersion": "1", "continue": "abc"}
 
 
 def test_table_rejects_unknown_include_object() -> None:
     with pytest.raises(BadRequest, match='unrecognized includeObject value: "All"'):
-        to_table("pods", [], resource_version="1", include_object="All")
+        to_table(PODS, [], resource_version="1", include_object="All")
 
 
 @pytest.mark.parametrize(("accept", "expected"), [

@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from apiserver.defaults import default_object
+from apiserver.objects import default_object
+from apiserver.resources import RESOURCES
+from apiserver.resources.nodes import NODES
+from apiserver.resources.pod_validation import validate_binding
+from apiserver.resources.pods import PODS
 from apiserver.validation import (
     check_namespace,
     validate,
@@ -47,7 +51,7 @@ def make_pod(**spec: Any) -> dict[str, Any]:
     body = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web", "namespace": "default"},
             "spec": {"containers": [{"name": "app", "image": "nginx:1.15"}], **spec}}
-    return default_object("pods", body)
+    return default_object(PODS, body)
 
 
 def container(pod: dict[str, Any], i: int = 0) -> dict[str, Any]:
@@ -63,7 +67,7 @@ def test_a_valid_pod_has_no_causes() -> None:
         env=[{"name": "MY_VAR", "value": "1"}],
         volumeMounts=[{"name": "data", "mountPath": "/data"}],
         resources={"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m"}})
-    assert validate("pods", pod) == []
+    assert validate(PODS, pod) == []
 
 
 def set_in(path: str, value: Any) -> Mutation:
@@ -155,14 +159,14 @@ def test_pod_causes(mutate: Mutation, expected: tuple[str, str, str]) -> None:
     pod = make_pod()
     mutate(pod)
     reason, field, message = expected
-    assert validate("pods", pod) == [{"reason": reason, "message": message, "field": field}]
+    assert validate(PODS, pod) == [{"reason": reason, "message": message, "field": field}]
 
 
 def test_duplicate_container_names_across_init_and_regular_containers() -> None:
     pod = make_pod(initContainers=[{"name": "app", "image": "busybox"}])
-    pod = default_object("pods", pod)
+    pod = default_object(PODS, pod)
     pod["spec"]["containers"].append(copy.deepcopy(container(pod)))
-    causes = validate("pods", pod)
+    causes = validate(PODS, pod)
     assert causes == [
         {"reason": "FieldValueDuplicate", "message": 'Duplicate value: "app"',
          "field": "spec.containers[1].name"},
@@ -174,7 +178,7 @@ def test_duplicate_container_names_across_init_and_regular_containers() -> None:
 def test_the_422_message_joins_causes_like_kube() -> None:
     pod = make_pod(restartPolicy="Sometimes")
     pod["metadata"]["name"] = "Bad_Name"
-    err = invalid("Pod", "Bad_Name", validate("pods", pod))
+    err = invalid("Pod", "Bad_Name", validate(PODS, pod))
     assert err.message == (
         f'Pod "Bad_Name" is invalid: [metadata.name: Invalid value: "Bad_Name": {SUBDOMAIN_MSG}, '
         'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
@@ -184,9 +188,9 @@ def test_the_422_message_joins_causes_like_kube() -> None:
 def test_generate_name_allows_a_trailing_dash_but_is_still_checked() -> None:
     pod = make_pod()
     pod["metadata"].update(generateName="web-", name="web-x7k2p")
-    assert validate("pods", pod) == []
+    assert validate(PODS, pod) == []
     pod["metadata"].update(generateName="Web-")
-    assert [c["field"] for c in validate("pods", pod)] == ["metadata.generateName"]
+    assert [c["field"] for c in validate(PODS, pod)] == ["metadata.generateName"]
 
 
 def test_host_ports_must_be_unique_and_match_under_host_network() -> None:
@@ -195,7 +199,7 @@ def test_host_ports_must_be_unique_and_match_under_host_network() -> None:
         {"containerPort": 80, "hostPort": 80, "protocol": "TCP"},
         {"containerPort": 81, "hostPort": 80, "protocol": "TCP"},
     ]
-    assert validate("pods", pod) == [
+    assert validate(PODS, pod) == [
         {"reason": "FieldValueDuplicate", "message": 'Duplicate value: "/TCP/80"',
          "field": "spec.containers[0].ports[1].hostPort"},
         {"reason": "FieldValueInvalid",
@@ -223,7 +227,7 @@ def test_allowed_pod_updates(mutate: Mutation) -> None:
     old = stored(make_pod())
     new = copy.deepcopy(old)
     mutate(new)
-    assert validate_update("pods", new, old) == []
+    assert validate_update(PODS, new, old) == []
 
 
 def test_forbidden_pod_update_names_the_fields_and_shows_a_diff() -> None:
@@ -232,7 +236,7 @@ def test_forbidden_pod_update_names_the_fields_and_shows_a_diff() -> None:
     new["spec"]["restartPolicy"] = "Never"
     container(new)["image"] = "nginx:1.16"  # allowed, so not in the diff
     container(new)["ports"] = [{"containerPort": 80, "protocol": "TCP"}]
-    assert validate_update("pods", new, old) == [{
+    assert validate_update(PODS, new, old) == [{
         "reason": "FieldValueForbidden", "field": "spec",
         "message": FORBIDDEN_UPDATE + (
             "  core.PodSpec{\n"
@@ -261,7 +265,7 @@ def test_rejected_pod_updates(mutate: Mutation, expected: tuple[str, str, str]) 
     mutate(new)
     reason, field, message = expected
     assert {"reason": reason, "message": message, "field": field} in validate_update(
-        "pods", new, old)
+        PODS, new, old)
 
 
 def test_active_deadline_may_only_shrink_and_tolerations_only_grow() -> None:
@@ -269,15 +273,24 @@ def test_active_deadline_may_only_shrink_and_tolerations_only_grow() -> None:
                           tolerations=[{"key": "k", "operator": "Exists"}]))
     new = copy.deepcopy(old)
     new["spec"]["activeDeadlineSeconds"] = 120
-    assert validate_update("pods", new, old) == [{
+    assert validate_update(PODS, new, old) == [{
         "reason": "FieldValueInvalid", "field": "spec.activeDeadlineSeconds",
         "message": "Invalid value: 120: must be less than or equal to previous value"}]
     new = copy.deepcopy(old)
     new["spec"]["tolerations"] = []
-    assert validate_update("pods", new, old) == [{
+    assert validate_update(PODS, new, old) == [{
         "reason": "FieldValueForbidden", "field": "spec.tolerations",
         "message": "Forbidden: existing toleration can not be modified except its "
                    "tolerationSeconds"}]
+
+
+def validate_as(plural: str, obj: dict[str, Any]) -> list[dict[str, str]]:
+    """Create-time causes of obj, defaulted; a Binding (the pods/binding subresource) has
+    its own rules only."""
+    if plural == "bindings":
+        return validate_binding(obj)
+    resource = RESOURCES[plural]
+    return validate(resource, default_object(resource, obj))
 
 
 # --- nodes, namespaces, events, bindings ---------------------------------------------------
@@ -316,7 +329,7 @@ def test_active_deadline_may_only_shrink_and_tolerations_only_grow() -> None:
 ])
 def test_other_resources(resource: str, obj: dict[str, Any],
                          expected: list[tuple[str, str, str]]) -> None:
-    causes = validate(resource, default_object(resource, obj))
+    causes = validate_as(resource, obj)
     assert causes == [{"reason": r, "message": m, "field": f} for r, f, m in expected]
 
 
@@ -331,24 +344,24 @@ def test_other_resources(resource: str, obj: dict[str, Any],
     ("bindings", {"metadata": {"name": "web"}, "target": {"kind": "Node", "name": "node1"}}),
 ])
 def test_valid_other_resources(resource: str, obj: dict[str, Any]) -> None:
-    assert validate(resource, default_object(resource, obj)) == []
+    assert validate_as(resource, obj) == []
 
 
 def test_node_updates_may_not_change_provider_id() -> None:
     old = {"metadata": {"name": "n1"}, "spec": {"providerID": "aws://1"}}
     new = {"metadata": {"name": "n1"}, "spec": {"providerID": "aws://2", "unschedulable": True}}
-    assert validate_update("nodes", new, old) == [{
+    assert validate_update(NODES, new, old) == [{
         "reason": "FieldValueForbidden", "field": "spec.providerID",
         "message": 'Forbidden: node updates may not change providerID except from "" to valid'}]
 
 
 def test_body_namespace_must_match_the_url() -> None:
     pod = make_pod()
-    check_namespace("pods", pod, "default")
-    check_namespace("nodes", {"metadata": {"namespace": "x"}}, None)
+    check_namespace(PODS, pod, "default")
+    check_namespace(NODES, {"metadata": {"namespace": "x"}}, None)
     with pytest.raises(BadRequest, match="the namespace of the provided object does not match "
                                          "the namespace sent on the request"):
-        check_namespace("pods", pod, "other")
+        check_namespace(PODS, pod, "other")
 
 
 def test_status_updates() -> None:
@@ -359,7 +372,7 @@ def test_status_updates() -> None:
     new["status"].update(podIPs=[{"ip": "10.0.0.1"}, {"ip": "10.0.0.x"}],
                          containerStatuses=[{"name": "app", "state": {"running": {}}}])
     new["spec"]["nodeName"] = "node2"
-    assert validate_status_update("pods", new, old) == [
+    assert validate_status_update(PODS, new, old) == [
         {"reason": "FieldValueForbidden", "field": "status.nodeName",
          "message": "Forbidden: may not be changed directly"},
         {"reason": "FieldValueForbidden", "field": "status.containerStatuses[0].state",
@@ -370,7 +383,7 @@ def test_status_updates() -> None:
     ]
     running = copy.deepcopy(old)
     running["status"]["containerStatuses"][0]["state"] = {"terminated": {"exitCode": 0}}
-    assert validate_status_update("pods", running, old) == []
+    assert validate_status_update(PODS, running, old) == []
 
 
 @pytest.mark.parametrize(("grace", "expected"), [
@@ -381,5 +394,5 @@ def test_status_updates() -> None:
 def test_negative_grace_period_is_a_warning_not_an_error(grace: int,
                                                          expected: list[str]) -> None:
     pod = make_pod(terminationGracePeriodSeconds=grace)
-    assert validate("pods", pod) == []
-    assert warnings("pods", pod) == expected
+    assert validate(PODS, pod) == []
+    assert warnings(PODS, pod) == expected

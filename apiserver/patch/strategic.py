@@ -1,42 +1,22 @@
 """Strategic merge patch (`application/strategic-merge-patch+json`): a port of the apply half
-of `k8s.io/apimachinery/pkg/util/strategicpatch/patch.go` with the core/v1 patch strategies
-of Pods and Nodes in `PATCH_MERGE_KEYS`."""
+of `k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`; which lists merge, and by which
+key, is each resource's (core/v1's patchStrategy and patchMergeKey tags)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from apiserver.patch.common import JSON, UnknownError, copy_json, json_kind, rejected
 from common.errors import BadRequest
 
-# (resource, field path) -> patchMergeKey, for every list whose core/v1 patchStrategy is
-# "merge"; None marks a set-like list of primitives. Lists not named here are replaced, maps
-# always merge. Paths skip list indices ("spec.containers.ports"); resource "*" is any.
-_CONTAINER_LISTS = ("spec.containers", "spec.initContainers", "spec.ephemeralContainers")
-_CONTAINER_MERGE_KEYS = {
-    "ports": "containerPort", "env": "name", "volumeMounts": "mountPath",
-    "volumeDevices": "devicePath",
-}
-PATCH_MERGE_KEYS: dict[tuple[str, str], str | None] = {
-    ("*", "metadata.finalizers"): None,
-    ("*", "metadata.ownerReferences"): "uid",
-    **{("pods", f"{containers}.{name}"): key
-       for containers in _CONTAINER_LISTS for name, key in _CONTAINER_MERGE_KEYS.items()},
-    **{("pods", containers): "name" for containers in _CONTAINER_LISTS},
-    ("pods", "spec.volumes"): "name",
-    ("pods", "spec.imagePullSecrets"): "name",
-    ("pods", "spec.hostAliases"): "ip",
-    ("pods", "spec.topologySpreadConstraints"): "topologyKey",
-    ("pods", "spec.schedulingGates"): "name",
-    ("pods", "spec.resourceClaims"): "name",
-    ("pods", "status.conditions"): "type",
-    ("pods", "status.podIPs"): "ip",
-    ("pods", "status.hostIPs"): "ip",
-    ("pods", "status.resourceClaimStatuses"): "name",
-    ("nodes", "spec.podCIDRs"): None,
-    ("nodes", "status.conditions"): "type",
-    ("nodes", "status.addresses"): "type",
-    ("namespaces", "status.conditions"): "type",
+# The merge keys of ObjectMeta's lists, which every resource has; each resource brings its
+# own (`Resource.merge_keys`: field path -> patchMergeKey, None for a set-like list of
+# primitives). Lists named in neither are replaced, maps always merge. Paths skip list
+# indices ("spec.containers.ports").
+OBJECT_META_MERGE_KEYS: dict[str, str | None] = {
+    "metadata.finalizers": None,
+    "metadata.ownerReferences": "uid",
 }
 
 _DIRECTIVE = "$patch"
@@ -56,13 +36,13 @@ _NO_LIST_OF_LISTS = "lists of lists are not supported"
 class _Rules:
     """The patch strategy lookups for one resource."""
 
-    def __init__(self, resource: str) -> None:
-        self.resource = resource
+    def __init__(self, merge_keys: Mapping[str, str | None]) -> None:
+        self.merge_keys = merge_keys
 
     def merge_key(self, path: str) -> str | None | object:
-        for scope in (self.resource, "*"):
-            if (scope, path) in PATCH_MERGE_KEYS:
-                return PATCH_MERGE_KEYS[(scope, path)]
+        for keys in (self.merge_keys, OBJECT_META_MERGE_KEYS):
+            if path in keys:
+                return keys[path]
         return _NOT_MERGED
 
 
@@ -413,8 +393,8 @@ def _normalize_order(items: list[JSON], server_only: list[JSON], patch_order: li
 
 
 def apply_strategic_merge_patch(doc: dict[str, Any], patch: dict[str, Any], *,
-                                resource: str) -> dict[str, Any]:
-    """Kubernetes strategic merge patch with core/v1's patch strategies for `resource`.
+                                merge_keys: Mapping[str, str | None]) -> dict[str, Any]:
+    """Kubernetes strategic merge patch with a resource's patch strategies (`merge_keys`).
 
     Errors map as kube-apiserver maps them: a malformed directive is a 400, a list of lists
     a 422, anything else a 500.
@@ -424,7 +404,7 @@ def apply_strategic_merge_patch(doc: dict[str, Any], patch: dict[str, Any], *,
     if not isinstance(patch, dict):
         raise BadRequest(f"json: cannot unmarshal {json_kind(patch)} into Go value of type "
                          "map[string]interface {}")
-    return _merge_map(copy_json(doc), copy_json(patch), "", _Rules(resource))
+    return _merge_map(copy_json(doc), copy_json(patch), "", _Rules(merge_keys))
 
 
 def _go_type(value: JSON) -> str:

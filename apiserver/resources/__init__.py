@@ -1,0 +1,65 @@
+"""The resources kubelite serves: one module each, registered here.
+
+Each module (pods.py, nodes.py, ...) defines its resource as one `Resource` (base.py): the
+identity, API group and version and etcd key segment, and the strategy — defaults,
+validation, selectable fields, Table columns, names, merge keys, delete rules. Serving a
+new resource is one module plus one line in `RESOURCES`. The core group ("") is served
+under `/api/v1`, every other group under `/apis/{group}/{version}`; plurals are unique
+across groups.
+"""
+
+from __future__ import annotations
+
+from apiserver.resources.base import Resource, group_version
+from apiserver.resources.events import EVENTS
+from apiserver.resources.leases import LEASES
+from apiserver.resources.namespaces import NAMESPACES
+from apiserver.resources.nodes import NODES
+from apiserver.resources.pods import PODS
+
+__all__ = ["RESOURCES", "Resource", "collection_prefix", "group_version", "groups", "lookup",
+           "namespace_key", "object_key"]
+
+RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
+    PODS,
+    NODES,
+    EVENTS,
+    NAMESPACES,
+    LEASES,
+)}
+
+# group/version ("v1", "coordination.k8s.io/v1") -> plural -> Resource
+BY_GROUP_VERSION: dict[str, dict[str, Resource]] = {}
+for _resource in RESOURCES.values():
+    BY_GROUP_VERSION.setdefault(_resource.api_version, {})[_resource.plural] = _resource
+
+
+def lookup(api_version: str, plural: str) -> Resource | None:
+    """The resource `plural` of one group/version, or None when it is not served there."""
+    return BY_GROUP_VERSION.get(api_version, {}).get(plural)
+
+
+def groups() -> dict[str, list[str]]:
+    """Every non-core group served, with its versions (preferred first), sorted by name."""
+    found: dict[str, list[str]] = {}
+    for resource in RESOURCES.values():
+        if resource.group and resource.version not in found.setdefault(resource.group, []):
+            found[resource.group].append(resource.version)
+    return dict(sorted(found.items()))
+
+
+def object_key(prefix: str, resource: Resource, namespace: str | None, name: str) -> str:
+    if resource.namespaced:
+        return f"{prefix}/{resource.storage_name}/{namespace}/{name}"
+    return f"{prefix}/{resource.storage_name}/{name}"
+
+
+def collection_prefix(prefix: str, resource: Resource, namespace: str | None) -> str:
+    """The key prefix of a list or watch: one namespace, or every namespace."""
+    if resource.namespaced and namespace:
+        return f"{prefix}/{resource.storage_name}/{namespace}/"
+    return f"{prefix}/{resource.storage_name}/"
+
+
+def namespace_key(prefix: str, namespace: str) -> str:
+    return object_key(prefix, NAMESPACES, None, namespace)

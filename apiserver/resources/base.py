@@ -1,0 +1,143 @@
+"""One resource kubelite serves: what it is, and everything in which it differs from the others.
+
+kube-apiserver gives each resource a strategy (pkg/registry/*/strategy.go: PrepareForCreate,
+Validate, WarningsOnCreate, AllowCreateOnUpdate, CheckGracefulDelete, GetAttrs, the
+TableConvertor...). Here that is one frozen `Resource` per resource, made of its identity and
+plain functions and values; the generic code (registry, objects, tables, selectors, patch,
+discovery, openapi) asks it and never names a resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from apiserver.objects import mark_for_deletion
+from apiserver.selectors import SelectableFields
+from common.models import KubeModel
+
+Object = dict[str, Any]
+Cause = dict[str, str]
+Mutation = Callable[[Object], Object]
+
+
+def no_defaults(obj: Object, old: Object | None) -> None:
+    return None
+
+
+def no_causes(new: Object, old: Object) -> list[Cause]:
+    return []
+
+
+def no_warnings(obj: Object) -> list[str]:
+    return []
+
+
+def no_row_conditions(obj: Object) -> list[dict[str, str]]:
+    return []
+
+
+def delete_unless_finalized(obj: Object, requested_grace: int | None) -> Object | None:
+    """What a DELETE leaves behind: an object with finalizers is marked and waits for them
+    (returned unchanged when already marked); anything else is removed now (None)."""
+    if (obj.get("metadata") or {}).get("finalizers"):
+        return mark_for_deletion(obj, 0) or obj
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Resource:
+    # --- identity
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    model: type[KubeModel]  # what a body decodes into (common.models)
+    storage_name: str  # the etcd key segment (kube-apiserver keeps nodes under "minions")
+    group: str = ""  # "" is the core (legacy) group
+    version: str = "v1"
+    subresources: frozenset[str] = frozenset()
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    # OpenAPI descriptions of the kind and of the types inside it, by model name.
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    # --- create and update
+    # Fill in defaults in place; `old` is the stored object on update, None on create (where
+    # PrepareForCreate's additions, like a pod's status.phase, come too).
+    default: Callable[[Object, Object | None], None] = no_defaults
+    # The kind's own rules; validation.py adds the ObjectMeta checks every kind gets.
+    validate: Callable[[Object], list[Cause]]
+    validate_update: Callable[[Object, Object], list[Cause]]
+    validate_status_update: Callable[[Object, Object], list[Cause]] = no_causes
+    warnings: Callable[[Object], list[str]] = no_warnings
+    # The status a client sends on create is kept (nodes register with their status).
+    keeps_status_on_create: bool = False
+    # metadata.generation is set on create and bumped when the spec changes.
+    tracks_generation: bool = True
+    # AllowCreateOnUpdate: a PUT of a missing object creates it.
+    allow_create_on_update: bool = False
+    # AllowUnconditionalUpdate: a PUT may leave out metadata.resourceVersion.
+    allow_unconditional_update: bool = True
+    # Written with an etcd lease of the registry's event TTL (kube's TTLFunc for events).
+    expires: bool = False
+
+    # --- delete
+    # (stored object, requested grace period) -> the object a DELETE leaves behind instead of
+    # removing it (graceful deletion, finalizers, a Terminating namespace), or None to remove
+    # it now; the object itself when nothing changes. May refuse with an ApiError.
+    prepare_for_delete: Callable[[Object, int | None], Object | None] = delete_unless_finalized
+    # Deleting returns the object (pods) instead of a Success Status (most others).
+    returns_deleted_object: bool = False
+    # Deleting one starts emptying a namespace: creates in it are refused from then on.
+    terminates_namespace: bool = False
+
+    # --- subresources
+    # pods/binding: (name, Binding) -> the change it makes; raises when the Binding is invalid.
+    bind: Callable[[str, Object], Mutation] | None = None
+
+    # --- reads
+    # Field selectors; None: only metadata.name and metadata.namespace, kube's default.
+    fields: SelectableFields | None = None
+    columns: Sequence[dict[str, Any]]  # the Table's columnDefinitions
+    cells: Callable[[Object, datetime], list[Any]]
+    row_conditions: Callable[[Object], list[dict[str, str]]] = no_row_conditions
+
+    # --- patch
+    # Strategic merge patch: field path (list indices skipped) -> patchMergeKey of each list
+    # whose patchStrategy is "merge"; None for a set-like list of primitives.
+    merge_keys: Mapping[str, str | None] = field(default_factory=dict)
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    @property
+    def api_version(self) -> str:
+        """What objects carry in `apiVersion`: `v1`, `coordination.k8s.io/v1`."""
+        return group_version(self.group, self.version)
+
+    @property
+    def qualified(self) -> str:
+        """schema.GroupResource.String(): `pods`, `leases.coordination.k8s.io`."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def qualified_kind(self) -> str:
+        """schema.GroupKind.String(): `Pod`, `Lease.coordination.k8s.io`."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def path_prefix(self) -> str:
+        """Where the resource's URLs start: `/api/v1`, `/apis/coordination.k8s.io/v1`."""
+        return f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+
+
+def group_version(group: str, version: str) -> str:
+    return f"{group}/{version}" if group else version

@@ -1,0 +1,152 @@
+"""Namespaces: the strategy of pkg/registry/core/namespace (defaults, validation, field
+selectors, the Table, merge keys) and the NamespaceLifecycle rules the store applies.
+
+Deleting a namespace never removes it: it is marked `Terminating`, and from then on nothing
+may be created in it; the namespace controller (apiserver/namespace_controller.py) empties
+it and removes it. The built-in namespaces cannot be deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from apiserver.resources.base import Resource
+from apiserver.selectors import SelectableFields, field_text, object_meta_fields
+from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_age
+from apiserver.validation import (
+    STANDARD_FINALIZERS,
+    Cause,
+    invalid,
+    is_qualified_name,
+    name_is_dns_label,
+    validate_object_meta,
+)
+from common import errors
+from common.models import Namespace
+from common.timestamps import rfc3339
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+IMMORTAL = frozenset({"default", "kube-system", "kube-public"})
+
+
+# --- defaults (SetDefaults_Namespace, PrepareForCreate) -----------------------------------
+
+def default_namespace(namespace: dict[str, Any], old: dict[str, Any] | None) -> None:
+    metadata = namespace.setdefault("metadata", {})
+    name = metadata.get("name")
+    if name:
+        labels = metadata.get("labels") or {}
+        metadata["labels"] = {**labels, NAMESPACE_NAME_LABEL: name}
+    if old is None:  # PrepareForCreate: removable later, so not a decode-time default
+        spec = namespace.setdefault("spec", {})
+        finalizers = spec.get("finalizers") or []
+        if "kubernetes" not in finalizers:
+            spec["finalizers"] = [*finalizers, "kubernetes"]
+    namespace.setdefault("status", {}).setdefault("phase", "Active")
+
+
+# --- validation (ValidateNamespace) -------------------------------------------------------
+
+def validate_namespace(namespace: dict[str, Any]) -> list[Cause]:
+    errs = validate_object_meta(namespace.get("metadata") or {}, namespaced=False,
+                                name_check=name_is_dns_label)
+    for finalizer in (namespace.get("spec") or {}).get("finalizers") or []:
+        errs += [invalid("spec.finalizers", finalizer, m) for m in is_qualified_name(finalizer)]
+        if "/" not in finalizer and finalizer not in STANDARD_FINALIZERS:
+            errs.append(invalid("spec.finalizers", finalizer,
+                                "name is neither a standard finalizer name nor is it fully qualified"))
+    return errs
+
+
+def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    return validate_namespace(new)
+
+
+# --- lifecycle -------------------------------------------------------------------------------
+
+def forbidden_delete(name: str) -> errors.Forbidden:
+    return errors.Forbidden(f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                            details={"name": name, "kind": "namespaces"})
+
+
+def forbidden_create(resource_name: str, name: str, namespace: str) -> errors.Forbidden:
+    return errors.Forbidden(
+        f'{resource_name} "{name}" is forbidden: unable to create new content in namespace '
+        f'{namespace} because it is being terminated',
+        details={"name": name, "kind": resource_name})
+
+
+def check_create(terminating: set[str], resource_name: str, name: str,
+                 namespace: str | None) -> None:
+    """NamespaceLifecycle: nothing new in a namespace being terminated."""
+    if namespace is not None and namespace in terminating:
+        raise forbidden_create(resource_name, name, namespace)
+
+
+def mark_terminating(namespace: dict[str, Any], *, now: datetime | None = None,
+                     ) -> dict[str, Any] | None:
+    """The namespace with deletionTimestamp and phase Terminating; None if it already is."""
+    meta = namespace.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return None
+    out = dict(namespace)
+    out["metadata"] = {**meta, "deletionTimestamp": rfc3339(now),
+                       "deletionGracePeriodSeconds": 0}
+    out["status"] = {**(namespace.get("status") or {}), "phase": "Terminating"}
+    return out
+
+
+def is_terminating(namespace: dict[str, Any]) -> bool:
+    return bool((namespace.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def prepare_for_delete(namespace: dict[str, Any], requested_grace: int | None,
+                       ) -> dict[str, Any]:
+    """A DELETE marks the namespace Terminating (unchanged if it already is), never removes it."""
+    name = (namespace.get("metadata") or {}).get("name") or ""
+    if name in IMMORTAL:
+        raise forbidden_delete(name)
+    return mark_terminating(namespace) or namespace
+
+
+# --- field selectors -------------------------------------------------------------------------
+
+def namespace_fields(namespace: Mapping[str, Any]) -> dict[str, str]:
+    fields = object_meta_fields(namespace, namespaced=False)
+    fields["status.phase"] = field_text((namespace.get("status") or {}).get("phase"))
+    return fields
+
+
+FIELDS = SelectableFields(labels=frozenset({"metadata.name", "status.phase"}),
+                          get=namespace_fields)
+
+
+# --- the Table -------------------------------------------------------------------------------
+
+COLUMNS = [
+    column("Name", NAME_DOC, format_="name"),
+    column("Status", "The status of the namespace"),
+    column("Age", CREATION_TIMESTAMP_DOC),
+]
+
+
+def namespace_cells(namespace: dict[str, Any], now: datetime) -> list[Any]:
+    metadata = namespace.get("metadata") or {}
+    return [metadata.get("name", ""), (namespace.get("status") or {}).get("phase", ""),
+            format_age(metadata.get("creationTimestamp"), now)]
+
+
+NAMESPACES = Resource(
+    plural="namespaces", singular="namespace", kind="Namespace", namespaced=False,
+    model=Namespace, storage_name="namespaces", subresources=frozenset({"status"}),
+    short_names=("ns",),
+    descriptions={"Namespace": "Namespace provides a scope for Names. Use of multiple "
+                               "namespaces is optional."},
+    default=default_namespace, validate=validate_namespace, validate_update=validate_update,
+    prepare_for_delete=prepare_for_delete, returns_deleted_object=True,
+    terminates_namespace=True, fields=FIELDS, columns=COLUMNS, cells=namespace_cells,
+    merge_keys={"status.conditions": "type"},
+)

@@ -1,0 +1,540 @@
+"""Pod validation, with kube-apiserver's exact wording (pkg/apis/core/validation:
+ValidatePod, ValidatePodCreate, ValidatePodUpdate, ValidatePodStatusUpdate, ValidateBinding).
+
+The ObjectMeta, name and quantity rules every kind shares are apiserver/validation.py's.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Any
+
+from apiserver.validation import (
+    TAINT_EFFECTS,
+    Cause,
+    choice,
+    duplicate,
+    forbidden,
+    inclusive_range_error,
+    invalid,
+    is_dns1123_label,
+    is_extended_resource,
+    is_label_value,
+    is_native_resource,
+    is_qualified_name,
+    is_relaxed_env_var_name,
+    is_valid_port_name,
+    is_valid_port_num,
+    name_is_dns_subdomain,
+    not_found,
+    not_supported,
+    required,
+    validate_labels,
+    validate_object_meta,
+    validate_quantity,
+)
+
+RESTART_POLICIES = ("Always", "OnFailure", "Never")
+DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")  # sets.List: sorted
+PORT_PROTOCOLS = ("SCTP", "TCP", "UDP")  # sets.List: sorted
+TERMINATION_MESSAGE_POLICIES = ("File", "FallbackToLogsOnError")
+TOLERATION_OPERATORS = ("Equal", "Exists")
+PREEMPTION_POLICIES = ("PreemptLowerPriority", "Never")
+STANDARD_CONTAINER_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+UPDATABLE_POD_SPEC_FIELDS = (
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+)
+MAX_INT32 = 2**31 - 1
+
+
+def validate_pod(pod: dict[str, Any]) -> list[Cause]:
+    """ValidatePod minus the create-only checks: metadata and the whole spec."""
+    errs = validate_object_meta(pod.get("metadata") or {}, namespaced=True,
+                                name_check=name_is_dns_subdomain)
+    return errs + validate_pod_spec(pod.get("spec") or {}, "spec")
+
+
+def validate_pod_create_only(spec: dict[str, Any]) -> list[Cause]:
+    errs = []
+    if spec.get("ephemeralContainers"):
+        errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
+    if spec.get("nodeName") and spec.get("schedulingGates"):
+        errs.append(forbidden("spec.nodeName",
+                              "cannot be set until all schedulingGates have been cleared"))
+    return errs
+
+
+def validate_pod_spec(spec: dict[str, Any], path: str) -> list[Cause]:
+    volumes, errs = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
+    containers = spec.get("containers") or []
+    init_containers = spec.get("initContainers") or []
+    errs += validate_containers(containers, volumes, f"{path}.containers")
+    errs += validate_init_containers(init_containers, containers, volumes,
+                                     f"{path}.initContainers")
+    errs += unique_host_ports(containers, f"{path}.containers")
+    errs += choice(spec.get("restartPolicy"), RESTART_POLICIES, f"{path}.restartPolicy")
+    errs += choice(spec.get("dnsPolicy"), DNS_POLICIES, f"{path}.dnsPolicy")
+    errs += validate_labels(spec.get("nodeSelector") or {}, f"{path}.nodeSelector")
+    if spec.get("hostNetwork"):
+        errs += host_network_ports(containers, f"{path}.containers")
+    for key, check in (("serviceAccountName", name_is_dns_subdomain),
+                       ("nodeName", name_is_dns_subdomain)):
+        if spec.get(key):
+            errs += [invalid(f"{path}.{key}", spec[key], m) for m in check(spec[key], False)]
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not None and not 1 <= deadline <= MAX_INT32:
+        errs.append(invalid(f"{path}.activeDeadlineSeconds", deadline,
+                            inclusive_range_error(1, MAX_INT32)))
+    for key in ("hostname", "subdomain"):
+        if spec.get(key):
+            errs += [invalid(f"{path}.{key}", spec[key], m) for m in is_dns1123_label(spec[key])]
+    errs += validate_tolerations(spec.get("tolerations") or [], f"{path}.tolerations")
+    if spec.get("priorityClassName"):
+        errs += [invalid(f"{path}.priorityClassName", spec["priorityClassName"], m)
+                 for m in name_is_dns_subdomain(spec["priorityClassName"], False)]
+    if spec.get("preemptionPolicy") is not None:
+        errs += choice(spec["preemptionPolicy"], PREEMPTION_POLICIES, f"{path}.preemptionPolicy")
+    return errs
+
+
+def validate_volumes(volumes: list[dict[str, Any]], path: str) -> tuple[set[str], list[Cause]]:
+    names: set[str] = set()
+    errs = []
+    for i, volume in enumerate(volumes):
+        here = f"{path}[{i}]"
+        name = volume.get("name") or ""
+        sources = [k for k in volume if k != "name"]
+        if not sources:
+            errs.append(required(here, "must specify a volume type"))
+        for extra in sources[1:]:
+            errs.append(forbidden(f"{here}.{extra}", "may not specify more than 1 volume type"))
+        if not name:
+            errs.append(required(f"{here}.name"))
+        else:
+            errs += [invalid(f"{here}.name", name, m) for m in is_dns1123_label(name)]
+        if name in names:
+            errs.append(duplicate(f"{here}.name", name))
+        elif name:
+            names.add(name)
+    return names, errs
+
+
+def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
+                        path: str) -> list[Cause]:
+    if not containers:
+        return [required(path)]
+    errs = []
+    names: set[str] = set()
+    for i, container in enumerate(containers):
+        here = f"{path}[{i}]"
+        errs += validate_container(container, volumes, here)
+        name = container.get("name") or ""
+        if name in names:
+            errs.append(duplicate(f"{here}.name", name))
+        else:
+            names.add(name)
+    return errs
+
+
+def validate_init_containers(containers: list[dict[str, Any]], others: list[dict[str, Any]],
+                             volumes: set[str], path: str) -> list[Cause]:
+    errs = []
+    names = {c.get("name") or "" for c in others}
+    for i, container in enumerate(containers):
+        here = f"{path}[{i}]"
+        errs += validate_container(container, volumes, here)
+        name = container.get("name") or ""
+        if name in names:
+            errs.append(duplicate(f"{here}.name", name))
+        elif name:
+            names.add(name)
+    return errs
+
+
+def validate_container(container: dict[str, Any], volumes: set[str], path: str) -> list[Cause]:
+    """validateContainerCommon."""
+    errs = []
+    name = container.get("name") or ""
+    if not name:
+        errs.append(required(f"{path}.name"))
+    else:
+        errs += [invalid(f"{path}.name", name, m) for m in is_dns1123_label(name)]
+    image = container.get("image") or ""
+    if not image:
+        errs.append(required(f"{path}.image"))
+    elif image != image.strip():
+        errs.append(invalid(f"{path}.image", image, "must not have leading or trailing whitespace"))
+    policy = container.get("terminationMessagePolicy")
+    if not policy:
+        errs.append(required(f"{path}.terminationMessagePolicy",
+                             "must be 'File' or 'FallbackToLogsOnError'"))
+    elif policy not in TERMINATION_MESSAGE_POLICIES:
+        errs.append(not_supported(f"{path}.terminationMessagePolicy", policy,
+                                  TERMINATION_MESSAGE_POLICIES))
+    errs += validate_ports(container.get("ports") or [], f"{path}.ports")
+    errs += validate_env(container.get("env") or [], f"{path}.env")
+    errs += validate_volume_mounts(container.get("volumeMounts") or [], volumes,
+                                   f"{path}.volumeMounts")
+    errs += choice(container.get("imagePullPolicy"), PULL_POLICIES, f"{path}.imagePullPolicy")
+    errs += validate_resources(container.get("resources") or {}, f"{path}.resources")
+    return errs
+
+
+def validate_ports(ports: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    names: set[str] = set()
+    for i, port in enumerate(ports):
+        here = f"{path}[{i}]"
+        name = port.get("name") or ""
+        if name:
+            messages = is_valid_port_name(name)
+            if messages:
+                errs += [invalid(f"{here}.name", name, m) for m in messages]
+            elif name in names:
+                errs.append(duplicate(f"{here}.name", name))
+            else:
+                names.add(name)
+        container_port = port.get("containerPort") or 0
+        if container_port == 0:
+            errs.append(required(f"{here}.containerPort"))
+        else:
+            errs += [invalid(f"{here}.containerPort", container_port, m)
+                     for m in is_valid_port_num(container_port)]
+        host_port = port.get("hostPort") or 0
+        if host_port != 0:
+            errs += [invalid(f"{here}.hostPort", host_port, m) for m in is_valid_port_num(host_port)]
+        protocol = port.get("protocol") or ""
+        if not protocol:
+            errs.append(required(f"{here}.protocol"))
+        elif protocol not in PORT_PROTOCOLS:
+            errs.append(not_supported(f"{here}.protocol", protocol, PORT_PROTOCOLS))
+    return errs
+
+
+def unique_host_ports(containers: list[dict[str, Any]], path: str) -> list[Cause]:
+    """AccumulateUniqueHostPorts: one hostIP/protocol/hostPort per pod."""
+    seen: set[str] = set()
+    errs = []
+    for ci, container in enumerate(containers):
+        for pi, port in enumerate(container.get("ports") or []):
+            host_port = port.get("hostPort") or 0
+            if not host_port:
+                continue
+            key = f"{port.get('hostIP') or ''}/{port.get('protocol') or ''}/{host_port}"
+            if key in seen:
+                errs.append(duplicate(f"{path}[{ci}].ports[{pi}].hostPort", key))
+            seen.add(key)
+    return errs
+
+
+def host_network_ports(containers: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    for ci, container in enumerate(containers):
+        for pi, port in enumerate(container.get("ports") or []):
+            if (port.get("hostPort") or 0) != (port.get("containerPort") or 0):
+                errs.append(invalid(f"{path}[{ci}].ports[{pi}].containerPort",
+                                    port.get("containerPort") or 0,
+                                    "must match `hostPort` when `hostNetwork` is true"))
+    return errs
+
+
+def validate_env(env: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    for i, var in enumerate(env):
+        name = var.get("name") or ""
+        if not name:
+            errs.append(required(f"{path}[{i}].name"))
+        errs += [invalid(f"{path}[{i}].name", name, m) for m in is_relaxed_env_var_name(name)]
+    return errs
+
+
+def validate_volume_mounts(mounts: list[dict[str, Any]], volumes: set[str],
+                           path: str) -> list[Cause]:
+    errs = []
+    mount_points: set[str] = set()
+    for i, mount in enumerate(mounts):
+        here = f"{path}[{i}]"
+        name = mount.get("name") or ""
+        if not name:
+            errs.append(required(f"{here}.name"))
+        if name not in volumes:
+            errs.append(not_found(f"{here}.name", name))
+        mount_path = mount.get("mountPath") or ""
+        if not mount_path:
+            errs.append(required(f"{here}.mountPath"))
+        if mount_path in mount_points:
+            errs.append(invalid(f"{here}.mountPath", mount_path, "must be unique"))
+        mount_points.add(mount_path)
+    return errs
+
+
+def validate_resources(resources: dict[str, Any], path: str) -> list[Cause]:
+    """ValidateResourceRequirements: names, non-negative quantities, requests <= limits."""
+    errs = []
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    parsed_limits: dict[str, Any] = {}
+    for name, text in limits.items():
+        here = f"{path}.limits[{name}]"
+        errs += validate_container_resource_name(name, here)
+        value, quantity_errs = validate_quantity(name, text, here)
+        errs += quantity_errs
+        parsed_limits[name] = value
+    for name, text in requests.items():
+        here = f"{path}.requests[{name}]"
+        errs += validate_container_resource_name(name, here)
+        value, quantity_errs = validate_quantity(name, text, here)
+        errs += quantity_errs
+        if value is None:
+            continue
+        if name in limits:
+            limit = parsed_limits.get(name)
+            if limit is None:
+                continue
+            if value != limit and not overcommit_allowed(name):
+                errs.append(invalid(f"{path}.requests", text,
+                                    f"must be equal to {name} limit of {limits[name]}"))
+            elif value > limit:
+                errs.append(invalid(f"{path}.requests", text,
+                                    f"must be less than or equal to {name} limit of {limits[name]}"))
+        elif not overcommit_allowed(name):
+            errs.append(required(f"{path}.limits",
+                                 "Limit must be set for non overcommitable resources"))
+    return errs
+
+
+def validate_container_resource_name(name: str, path: str) -> list[Cause]:
+    errs = [invalid(path, name, m) for m in is_qualified_name(name)]
+    if "/" not in name:
+        if name not in STANDARD_CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            errs.append(invalid(path, name, "must be a standard resource for containers"))
+    elif not is_native_resource(name) and not is_extended_resource(name):
+        errs.append(invalid(path, name, "doesn't follow extended resource name standard"))
+    return errs
+
+
+def overcommit_allowed(name: str) -> bool:
+    return is_native_resource(name) and not name.startswith("hugepages-")
+
+
+def validate_tolerations(tolerations: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    for i, toleration in enumerate(tolerations):
+        here = f"{path}[{i}]"
+        key = toleration.get("key") or ""
+        operator = toleration.get("operator") or ""
+        value = toleration.get("value") or ""
+        effect = toleration.get("effect") or ""
+        if key:
+            errs += [invalid(f"{here}.key", key, m) for m in is_qualified_name(key)]
+        if not key and operator != "Exists":
+            errs.append(invalid(f"{here}.operator", operator, "operator must be Exists when "
+                                "`key` is empty, which means \"match all values and all keys\""))
+        if toleration.get("tolerationSeconds") is not None and effect != "NoExecute":
+            errs.append(invalid(f"{here}.effect", effect,
+                                "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+        if operator in ("Equal", ""):
+            messages = is_label_value(value)
+            if messages:
+                errs.append(invalid(f"{here}.operator", value, ";".join(messages)))
+        elif operator == "Exists":
+            if value:
+                errs.append(invalid(f"{here}.operator", toleration,
+                                    "value must be empty when `operator` is 'Exists'"))
+        else:
+            errs.append(not_supported(f"{here}.operator", operator, TOLERATION_OPERATORS))
+        if effect:
+            errs += choice(effect, TAINT_EFFECTS, f"{here}.effect")
+    return errs
+
+
+def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidatePodUpdate: only images, activeDeadlineSeconds and added tolerations may change."""
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errs = []
+    for key in ("containers", "initContainers"):
+        new_list, old_list = new_spec.get(key) or [], old_spec.get(key) or []
+        if len(new_list) != len(old_list):
+            errs.append(forbidden(f"spec.{key}", "pod updates may not add or remove containers"))
+            return errs
+        for i, container in enumerate(new_list):
+            image = container.get("image") or ""
+            if not image:
+                errs.append(required(f"spec.{key}[{i}].image"))
+            elif image != image.strip():
+                errs.append(invalid(f"spec.{key}[{i}].image", image,
+                                    "must not have leading or trailing whitespace"))
+    new_deadline = new_spec.get("activeDeadlineSeconds")
+    old_deadline = old_spec.get("activeDeadlineSeconds")
+    if new_deadline is not None:
+        if not 0 <= new_deadline <= MAX_INT32:
+            errs.append(invalid("spec.activeDeadlineSeconds", new_deadline,
+                                inclusive_range_error(0, MAX_INT32)))
+            return errs
+        if old_deadline is not None and old_deadline < new_deadline:
+            errs.append(invalid("spec.activeDeadlineSeconds", new_deadline,
+                                "must be less than or equal to previous value"))
+            return errs
+    elif old_deadline is not None:
+        errs.append(invalid("spec.activeDeadlineSeconds", None,
+                            "must not update from a positive integer to nil value"))
+    errs += only_added_tolerations(new_spec.get("tolerations") or [],
+                                   old_spec.get("tolerations") or [], "spec.tolerations")
+    munged = munge_updatable_fields(new_spec, old_spec)
+    if comparable(munged) != comparable(old_spec):
+        errs.append(forbidden("spec", "pod updates may not change fields other than "
+                              + ",".join(UPDATABLE_POD_SPEC_FIELDS) + "\n"
+                              + spec_diff(old_spec, munged)))
+    return errs
+
+
+def munge_updatable_fields(new_spec: dict[str, Any], old_spec: dict[str, Any]) -> dict[str, Any]:
+    """new_spec with the fields an update may change set back to their old values."""
+    munged = dict(new_spec)
+    for key in ("containers", "initContainers"):
+        olds = old_spec.get(key) or []
+        if key in munged:
+            munged[key] = [{**c, "image": olds[i].get("image")} if i < len(olds) else c
+                           for i, c in enumerate(munged[key] or [])]
+    for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates"):
+        munged.pop(key, None)
+        if key in old_spec:
+            munged[key] = old_spec[key]
+    old_grace = old_spec.get("terminationGracePeriodSeconds")
+    if old_grace is not None and old_grace < 0 and munged.get("terminationGracePeriodSeconds") == 1:
+        munged["terminationGracePeriodSeconds"] = old_grace
+    return munged
+
+
+def only_added_tolerations(new: list[dict[str, Any]], old: list[dict[str, Any]],
+                           path: str) -> list[Cause]:
+    def same_but_seconds(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        strip = ("tolerationSeconds",)
+        return comparable({k: v for k, v in a.items() if k not in strip}) == \
+            comparable({k: v for k, v in b.items() if k not in strip})
+
+    for toleration in old:
+        if not any(same_but_seconds(toleration, candidate) for candidate in new):
+            return [forbidden(path, "existing toleration can not be modified except its "
+                                    "tolerationSeconds")]
+    return []
+
+
+def comparable(value: Any) -> Any:
+    """value with Go's zero values dropped, so that absent, null, "", 0, false, {} and [] agree
+    (apiequality.Semantic.DeepEqual on the decoded structs; 0 == False in Python)."""
+    if isinstance(value, dict):
+        out = {k: comparable(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, "", False, {}, [])}
+    if isinstance(value, list):
+        return [comparable(v) for v in value]
+    return value
+
+
+def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A short cmp.Diff-like listing of what differs between two pod specs."""
+    lines = ["  core.PodSpec{"]
+    for path, before, after in differences(comparable(old), comparable(new), ""):
+        if before is not _MISSING:
+            lines.append(f"- \t{path}: {json.dumps(before, sort_keys=True)},")
+        if after is not _MISSING:
+            lines.append(f"+ \t{path}: {json.dumps(after, sort_keys=True)},")
+    lines.append("  }")
+    return "\n".join(lines)
+
+
+_MISSING: Any = object()
+
+
+def differences(old: Any, new: Any, path: str) -> list[tuple[str, Any, Any]]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in list(old) + [k for k in new if k not in old]:
+            name = key[:1].upper() + key[1:]
+            child = f"{path}.{name}" if path else name
+            out += differences(old.get(key, _MISSING), new.get(key, _MISSING), child)
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [d for i, (a, b) in enumerate(zip(old, new, strict=True))
+                for d in differences(a, b, f"{path}[{i}]")]
+    return [] if old == new else [(path, old, new)]
+
+
+SYSTEM_POD_CONDITIONS = ("PodScheduled", "Ready", "Initialized")
+
+
+def validate_pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    status, old_status = new.get("status") or {}, old.get("status") or {}
+    errs = []
+    for i, condition in enumerate(status.get("conditions") or []):
+        kind = condition.get("type") or ""
+        if kind not in SYSTEM_POD_CONDITIONS:
+            # kube builds this path from "metadata" too
+            errs += [invalid(f"metadata.conditions[{i}].Type", kind, m)
+                     for m in is_qualified_name(kind)]
+    if ((new.get("spec") or {}).get("nodeName") or "") != ((old.get("spec") or {}).get("nodeName")
+                                                           or ""):
+        errs.append(forbidden("status.nodeName", "may not be changed directly"))
+    nominated = status.get("nominatedNodeName") or ""
+    if nominated and nominated != (old_status.get("nominatedNodeName") or ""):
+        errs += [invalid("status.nominatedNodeName", nominated, m)
+                 for m in name_is_dns_subdomain(nominated, False)]
+    restart_policy = (old.get("spec") or {}).get("restartPolicy") or ""
+    for key in ("containerStatuses", "initContainerStatuses"):
+        errs += terminated_stays_terminated(status.get(key) or [], old_status.get(key) or [],
+                                            f"status.{key}", restart_policy)
+    for key in ("podIPs", "hostIPs"):
+        errs += validate_ip_list(status.get(key) or [], f"status.{key}")
+    return errs
+
+
+def terminated_stays_terminated(new: list[dict[str, Any]], old: list[dict[str, Any]], path: str,
+                                restart_policy: str) -> list[Cause]:
+    """ValidateContainerStateTransition: without restarts, terminated is final."""
+    if restart_policy == "Always":
+        return []
+    errs = []
+    for i, before in enumerate(old):
+        terminated = (before.get("state") or {}).get("terminated")
+        if terminated is None:
+            continue
+        if terminated.get("exitCode", 0) != 0 and restart_policy == "OnFailure":
+            continue
+        for after in new:
+            if after.get("name") == before.get("name") and \
+                    (after.get("state") or {}).get("terminated") is None:
+                errs.append(forbidden(f"{path}[{i}].state",
+                                      "may not be transitioned to non-terminated state"))
+    return errs
+
+
+def validate_ip_list(entries: list[dict[str, Any]], path: str) -> list[Cause]:
+    errs = []
+    seen: set[str] = set()
+    for i, entry in enumerate(entries):
+        ip = entry.get("ip") or ""
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            errs.append(invalid(f"{path}[{i}]", ip,
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+        if ip in seen:
+            errs.append(duplicate(f"{path}[{i}]", entry))
+        seen.add(ip)
+    return errs
+
+
+def validate_binding(binding: dict[str, Any]) -> list[Cause]:
+    target = binding.get("target") or {}
+    errs = []
+    if target.get("kind") and target["kind"] != "Node":
+        errs.append(not_supported("target.kind", target["kind"], ("Node", "<empty>")))
+    if not target.get("name"):
+        errs.append(required("target.name"))
+    return errs
