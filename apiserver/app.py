@@ -22,13 +22,14 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, objects, openapi, patch, protobuf, schema, tables
+from apiserver import discovery, listing, objects, openapi, patch, protobuf, schema, tables
+from apiserver.listing import ListPage, parse_list_options
 from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, status_details
 from apiserver.resources import Resource, group_version, lookup
 from apiserver.resources.nodes import NODES
 from apiserver.selectors import parse_field_selector, parse_label_selector
-from apiserver.storage import Storage, Unavailable
+from apiserver.storage import Storage, Unavailable, encode
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
 
@@ -267,15 +268,19 @@ class ApiServer:
         labels, fields = self.selectors(request, target.resource)
         if query_bool(request, "watch"):
             return await self.watch(request, target, labels, fields)
-        items, revision = await self.registry.list_objects(target.resource, target.namespace,
-                                                   labels=labels, fields=fields)
+        options = parse_list_options(request.query_params)
+        page = await self.registry.list_page(target.resource, target.namespace, options,
+                                             labels=labels, fields=fields)
         if tables.wants_table(request.headers.get("accept")):
-            return json_response(tables.to_table(
-                target.resource, items, resource_version=str(revision),
-                include_object=request.query_params.get("includeObject", "Metadata")))
-        return json_response({"kind": target.resource.list_kind,
-                              "apiVersion": target.resource.api_version,
-                              "metadata": {"resourceVersion": str(revision)}, "items": items})
+            table = tables.to_table(
+                target.resource, [item.obj for item in page.items],
+                resource_version=str(page.revision),
+                include_object=request.query_params.get("includeObject", "Metadata"),
+                continue_token=page.continue_token or None)
+            if page.remaining is not None:
+                table["metadata"]["remainingItemCount"] = page.remaining
+            return json_response(table)
+        return Response(list_body(target.resource, page), media_type="application/json")
 
     async def watch(self, request: Request, target: Target, labels: Any, fields: Any,
                     ) -> Response:
@@ -412,6 +417,18 @@ class ApiServer:
         return await proxy_pod_log(pod, node, dict(request.query_params))
 
 
+def list_body(resource: Resource, page: ListPage) -> bytes:
+    """A List of the page's objects, joined from each one's JSON (encoded once, cached)."""
+    meta: dict[str, Any] = {"resourceVersion": str(page.revision)}
+    if page.continue_token:
+        meta["continue"] = page.continue_token
+    if page.remaining is not None:
+        meta["remainingItemCount"] = page.remaining
+    head = (b'{"kind":"' + resource.list_kind.encode() + b'","apiVersion":"'
+            + resource.api_version.encode() + b'","metadata":' + encode(meta) + b',"items":[')
+    return head + b",".join(item.json for item in page.items) + b"]}"
+
+
 def describe(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
@@ -446,6 +463,10 @@ def render_metrics(registry: Registry) -> str:
     lines += ["# HELP kubelite_apiserver_etcd_watches etcd watch streams open.",
               "# TYPE kubelite_apiserver_etcd_watches gauge",
               f"kubelite_apiserver_etcd_watches {registry.storage.open_watches}",
+              "# HELP kubelite_apiserver_list_pages_total LIST pages served, by source.",
+              "# TYPE kubelite_apiserver_list_pages_total counter",
+              *(f'kubelite_apiserver_list_pages_total{{source="{source}"}} '
+                f'{listing.SERVED[source]}' for source in ("cache", "etcd")),
               "# HELP kubelite_apiserver_tasks asyncio tasks alive.",
               "# TYPE kubelite_apiserver_tasks gauge",
               f"kubelite_apiserver_tasks {len(asyncio.all_tasks())}"]
@@ -462,6 +483,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await storage.start()
+        registry.start_caches()
         namespaces.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield

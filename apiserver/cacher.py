@@ -1,10 +1,22 @@
-"""One etcd watch per resource, shared by every watcher of it (kube-apiserver's Cacher).
+"""The watch cache: one etcd watch per resource, shared by every LIST and watch of it
+(kube-apiserver's Cacher and watchCache).
 
-The cache keeps a window of the resource's recent events (a ring buffer) and the revision
-it has seen everything up to. A watch from revision N is served from the cache when the
-window still holds every event after N: the events after N are replayed, then live ones
-follow, in order, each once. Anything older, or a cache that is (re)starting, falls back
-to a watch of its own on etcd, which also answers compaction with 410.
+A `ResourceCache` lists its resource once, then follows one etcd watch from that list's
+revision. It keeps
+- the current objects, sorted by key (`store`, `keys`), each with its labels and
+  selectable fields computed once per change and its JSON encoded at most once, so
+  that a LIST, a page of one, and every watcher share the same bytes;
+- a window of recent events (a ring buffer), from which a watch that resumes at a
+  revision still in the window is replayed before live events follow;
+- `revision`: the revision up to which every change of the resource has been applied.
+
+Freshness. A LIST that must be consistent (no resourceVersion) may be served from
+memory only once `revision` reaches etcd's current revision (KEP-2340). Events raise it;
+for a quiet resource, an etcd progress notification does. etcd before 3.4.25/3.5.8 may
+send a progress notification for revision P before the event at P (etcd issue 15220),
+so a notification only proves P - 1. When a reader waits for exactly P, the cache
+moves etcd's revision on with a write outside every watched prefix and asks again: the
+next notification then proves P. This holds on every etcd version.
 
 Slow watchers cannot hold the cache back: a watcher whose backlog overflows is closed,
 and its client resumes from the last resourceVersion it saw, as with kube.
@@ -13,18 +25,93 @@ and its client resumes from the last resourceVersion it saw, as with kube.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from apiserver.storage import Progress, Storage, StorageError, WatchEvent
+from apiserver import objects
+from apiserver.storage import (
+    KV,
+    EtcdWatch,
+    Progress,
+    Storage,
+    StorageError,
+    WatchEvent,
+    encode,
+    prefix_range_end,
+)
 
 log = logging.getLogger("apiserver.cacher")
 
 WINDOW_EVENTS = 10_000
 MAX_BACKLOG = 10_000
 PROGRESS_INTERVAL = 1.0
+# While a reader waits for freshness, progress is asked for this often.
+PROGRESS_RETRY = 0.05
+
+Labels = Mapping[str, str]
+Fields = Mapping[str, str]
+# What the cache computes once per change: an object's labels and selectable fields.
+Describe = Callable[[dict[str, Any]], tuple[Labels, Fields]]
+
+
+@dataclass(slots=True)
+class CachedObject:
+    """One object as stored at `revision` (its resourceVersion), never mutated."""
+
+    key: str
+    obj: dict[str, Any]
+    revision: int
+    labels: Labels
+    fields: Fields
+    _json: bytes | None = None
+
+    @property
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = encode(self.obj)
+        return self._json
+
+
+def cached_object(kv: KV, describe: Describe) -> CachedObject:
+    obj = objects.with_resource_version(kv.value, kv.mod_revision)
+    labels, fields = describe(obj)
+    return CachedObject(kv.key, obj, kv.mod_revision, labels, fields)
+
+
+@dataclass(slots=True)
+class CacheEvent:
+    """One change: `current` is None for a delete, `previous` None for a create."""
+
+    type: str  # "PUT" | "DELETE"
+    key: str
+    revision: int
+    current: CachedObject | None
+    previous: CachedObject | None
+    _gone: CachedObject | None = field(default=None)
+
+    @property
+    def gone(self) -> CachedObject:
+        """What a watcher is sent when the object leaves its view (deleted, or no longer
+        selected): the previous object at this event's resourceVersion, as kube does."""
+        if self._gone is None:
+            assert self.previous is not None
+            prev = self.previous
+            obj = objects.with_resource_version(prev.obj, self.revision)
+            self._gone = CachedObject(prev.key, obj, self.revision, prev.labels, prev.fields)
+        return self._gone
+
+
+def cache_event(event: WatchEvent, previous: CachedObject | None,
+                describe: Describe) -> CacheEvent:
+    current = None
+    if event.type == "PUT":
+        assert event.value is not None
+        current = cached_object(KV(event.key, event.value, event.revision, 0), describe)
+    return CacheEvent(event.type, event.key, event.revision, current, previous)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +121,7 @@ class Closed:
     reason: str
 
 
-Item = WatchEvent | Progress | Closed
+Item = CacheEvent | Progress | Closed
 
 
 class CacheWatcher:
@@ -49,7 +136,7 @@ class CacheWatcher:
     def offer(self, item: Item) -> None:
         if self.closed:
             return
-        if isinstance(item, WatchEvent):
+        if isinstance(item, CacheEvent):
             if item.revision <= self.after or not item.key.startswith(self.key_prefix):
                 return
         if len(self._queue) >= MAX_BACKLOG:
@@ -74,16 +161,34 @@ class CacheWatcher:
             self.cache.unsubscribe(self)
 
 
+@dataclass(frozen=True, slots=True)
+class Page:
+    items: list[CachedObject]
+    more: bool  # keys past the last item remain in the range
+    remaining: int  # how many keys remain in the range after the last item
+
+
 class ResourceCache:
-    def __init__(self, storage: Storage, prefix: str, *, window: int = WINDOW_EVENTS) -> None:
+    def __init__(self, storage: Storage, prefix: str, describe: Describe, *,
+                 progress_key: str, window: int = WINDOW_EVENTS) -> None:
         self.storage = storage
         self.prefix = prefix
-        self.window: deque[WatchEvent] = deque(maxlen=window)
+        self.describe = describe
+        self.progress_key = progress_key
+        self.store: dict[str, CachedObject] = {}
+        self.keys: list[str] = []  # the store's keys, sorted
+        self.window: deque[CacheEvent] = deque(maxlen=window)
         # Every event with a revision above the floor is in the window.
         self.floor = 0
-        self.revision = 0
+        self.revision = 0  # every change up to here has been applied
+        self.last_change = 0  # the revision of the newest change applied
         self.ready = False
         self.watchers: set[CacheWatcher] = set()
+        self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
+        self._stream: EtcdWatch | None = None
+        self._progress_arrived = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
+        self._bump: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._followed_for = 0.0
 
@@ -92,13 +197,72 @@ class ResourceCache:
             self._task = asyncio.create_task(self._run(), name=f"cacher {self.prefix}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        for task in (self._task, self._pump, self._bump):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._task = None
+
+    # -- reads -------------------------------------------------------------------------
+
+    def unchanged_between(self, revision: int) -> bool:
+        """Whether the store is exactly the resource as of `revision` (no change since)."""
+        return self.ready and self.last_change <= revision <= self.revision
+
+    def get(self, key: str) -> CachedObject | None:
+        return self.store.get(key)
+
+    def scan(self, prefix: str, start: str | None = None) -> Iterator[CachedObject]:
+        """The objects under `prefix` from key `start` on, in key order."""
+        index = bisect.bisect_left(self.keys, start or prefix)
+        keys, store = self.keys, self.store
+        while index < len(keys) and keys[index].startswith(prefix):
+            yield store[keys[index]]
+            index += 1
+
+    def page(self, prefix: str, *, start: str | None, limit: int,
+             selected: Callable[[CachedObject], bool] | None) -> Page:
+        """At most `limit` (0: all) selected objects under `prefix` from `start` on.
+
+        Costs O(limit) without a selector (O(scanned) with one): the keys are sorted.
+        """
+        keys, store = self.keys, self.store
+        index = bisect.bisect_left(keys, start or prefix)
+        end = bisect.bisect_left(keys, prefix_range_end(prefix.encode()).decode())
+        items: list[CachedObject] = []
+        while index < end:
+            item = store[keys[index]]
+            index += 1
+            if selected is None or selected(item):
+                items.append(item)
+                if limit and len(items) == limit:
+                    break
+        return Page(items, index < end, end - index)
+
+    async def wait_fresh(self, revision: int, timeout: float) -> bool:
+        """Wait until every change up to `revision` is applied; False when the cache is
+        not following etcd or `timeout` passes first."""
+        if not self.ready:
+            return False
+        if self.revision >= revision:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        waiter = (revision, future)
+        self._waiters.append(waiter)
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.create_task(self._pump_progress())
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
+    # -- watchers ----------------------------------------------------------------------
 
     def subscribe(self, key_prefix: str, after: int) -> CacheWatcher | None:
         """A watcher of events after revision `after`, or None if the cache cannot serve it."""
@@ -120,6 +284,77 @@ class ResourceCache:
             if watcher.closed:
                 self.watchers.discard(watcher)
 
+    # -- following etcd ----------------------------------------------------------------
+
+    def _reset(self, kvs: list[KV], revision: int) -> None:
+        self.store = {kv.key: cached_object(kv, self.describe) for kv in kvs}
+        self.keys = sorted(self.store)
+        self.window.clear()
+        self.floor = self.revision = revision
+        self.last_change = max((kv.mod_revision for kv in kvs), default=0)
+
+    def _apply(self, event: WatchEvent) -> None:
+        previous = self.store.get(event.key)
+        if event.type == "DELETE" and previous is None:
+            return  # deleted before we listed it: nothing a watcher could have seen
+        change = cache_event(event, previous, self.describe)
+        if change.current is not None:
+            self.store[event.key] = change.current
+            if previous is None:
+                bisect.insort(self.keys, event.key)
+        else:
+            del self.store[event.key]
+            index = bisect.bisect_left(self.keys, event.key)
+            del self.keys[index]
+        if len(self.window) == self.window.maxlen:
+            self.floor = self.window[0].revision
+        self.window.append(change)
+        self.last_change = event.revision
+        self._broadcast(change)
+
+    def _synced(self, revision: int) -> None:
+        if revision <= self.revision:
+            return
+        self.revision = revision
+        for target, future in self._waiters:
+            if target <= revision and not future.done():
+                future.set_result(True)
+
+    def _progress(self, revision: int) -> None:
+        """etcd says everything up to `revision` was sent; trust `revision - 1` (above)."""
+        self._synced(revision - 1)
+        self._progress_arrived.set()
+        if any(target == revision and not future.done() for target, future in self._waiters):
+            if self._bump is None or self._bump.done():
+                self._bump = asyncio.create_task(self._move_revision_on())
+        self._broadcast(Progress(self.revision))
+
+    async def _move_revision_on(self) -> None:
+        try:
+            await self.storage.bump_revision(self.progress_key)
+        except StorageError as e:
+            log.warning("watch cache for %s could not move the revision on: %s", self.prefix, e)
+            return
+        if self._stream is not None:
+            self._stream.request_progress()
+
+    async def _pump_progress(self) -> None:
+        """Ask etcd for progress until every waiter is answered (or gone)."""
+        while any(not future.done() for _, future in self._waiters):
+            if self._stream is not None:
+                self._progress_arrived.clear()
+                self._stream.request_progress()
+            try:
+                await asyncio.wait_for(self._progress_arrived.wait(), PROGRESS_RETRY)
+                await asyncio.sleep(PROGRESS_RETRY / 5)  # answered, not yet fresh: ask again soon
+            except TimeoutError:
+                pass
+
+    def _fail_waiters(self) -> None:
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_result(False)
+
     async def _run(self) -> None:
         backoff = 0.5
         while True:
@@ -134,6 +369,8 @@ class ResourceCache:
                 log.exception("watch cache for %s failed; restarting", self.prefix)
             finally:
                 self.ready = False
+                self._stream = None
+                self._fail_waiters()
                 self._broadcast(Closed("watch cache restarting"))
                 self.watchers.clear()
             await asyncio.sleep(backoff)
@@ -144,26 +381,23 @@ class ResourceCache:
 
     async def _follow(self) -> None:
         self._followed_for = 0.0
-        start = await self.storage.revision()
-        self.window.clear()
-        self.floor = self.revision = start
-        stream = self.storage.watch(self.prefix, start + 1)
+        listed = await self.storage.range(self.prefix)
+        self._reset(listed.kvs, listed.revision)
+        stream = self.storage.watch(self.prefix, listed.revision + 1, prev_kv=False)
+        self._stream = stream
         ticker = asyncio.create_task(self._request_progress(stream.request_progress))
         self.ready = True
         began = asyncio.get_running_loop().time()
-        log.info("watch cache for %s following etcd from revision %d", self.prefix, start)
+        log.info("watch cache for %s holds %d objects, following etcd from revision %d",
+                 self.prefix, len(self.store), listed.revision)
         try:
             async for batch in stream.batches():
                 if isinstance(batch, Progress):
-                    self.revision = max(self.revision, batch.revision)
-                    self._broadcast(Progress(self.revision))
+                    self._progress(batch.revision)
                     continue
                 for event in batch:
-                    if len(self.window) == self.window.maxlen:
-                        self.floor = self.window[0].revision
-                    self.window.append(event)
-                    self.revision = event.revision
-                    self._broadcast(event)
+                    self._apply(event)
+                self._synced(batch[-1].revision)
             raise StorageError("etcd ended the watch stream")
         finally:
             self._followed_for = asyncio.get_running_loop().time() - began
@@ -180,14 +414,16 @@ class ResourceCache:
 class Cacher:
     """The watch caches of every resource, created on first use."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, *, progress_key: str) -> None:
         self.storage = storage
+        self.progress_key = progress_key
         self.caches: dict[str, ResourceCache] = {}
 
-    def cache(self, prefix: str) -> ResourceCache:
+    def cache(self, prefix: str, describe: Describe) -> ResourceCache:
         cache = self.caches.get(prefix)
         if cache is None:
-            cache = self.caches[prefix] = ResourceCache(self.storage, prefix)
+            cache = self.caches[prefix] = ResourceCache(self.storage, prefix, describe,
+                                                        progress_key=self.progress_key)
             cache.start()
         return cache
 

@@ -21,7 +21,7 @@ from apiserver.registry import Registry
 from apiserver.resources import RESOURCES
 from apiserver.resources.namespaces import DEFAULT_NAMESPACES, NAMESPACES, is_terminating
 from apiserver.storage import KeyExists, StorageError, Unavailable
-from apiserver.watch import WatchRequest, open_watch
+from apiserver.watch import Change, WatchRequest, open_watch
 from common import errors
 
 log = logging.getLogger("apiserver.namespaces")
@@ -79,10 +79,12 @@ class NamespaceController:
             resource=NAMESPACES, namespace=None, resource_version=None, labels=None,
             fields=None, timeout_seconds=math.inf, bookmarks=False))
         async for event in events:
-            if event["type"] == "ERROR":
-                return  # 410: list again
-            namespace = event["object"]
-            if event["type"] in ("ADDED", "MODIFIED") and is_terminating(namespace):
+            if not isinstance(event, Change):
+                if event["type"] == "ERROR":
+                    return  # 410: list again
+                continue
+            namespace = event.item.obj
+            if event.type in ("ADDED", "MODIFIED") and is_terminating(namespace):
                 self.finalize(namespace["metadata"]["name"])
 
     def finalize(self, name: str) -> None:

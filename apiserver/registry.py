@@ -17,10 +17,17 @@ from collections.abc import Callable
 from typing import Any
 
 from apiserver import objects, schema, validation
-from apiserver.cacher import Cacher
-from apiserver.resources import Resource, collection_prefix, namespace_key, object_key
+from apiserver.cacher import Cacher, Describe, ResourceCache
+from apiserver.listing import ListOptions, ListPage, ListQuery, list_page
+from apiserver.resources import (
+    RESOURCES,
+    Resource,
+    collection_prefix,
+    namespace_key,
+    object_key,
+)
 from apiserver.resources.namespaces import check_create
-from apiserver.selectors import FieldSelector, LabelSelector, matches
+from apiserver.selectors import FieldSelector, LabelSelector, selectable_fields
 from apiserver.storage import (
     KV,
     KeyExists,
@@ -125,7 +132,8 @@ class Registry:
         self.storage = storage
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
-        self.cacher = Cacher(storage)
+        # written to move etcd's revision on; outside every resource's prefix
+        self.cacher = Cacher(storage, progress_key=f"{self.prefix}/kubelite.io/progress")
         # Namespaces being emptied (NamespaceLifecycle: nothing new may be created in them).
         # A DELETE of a namespace adds it; the namespace controller removes it once the
         # namespace is gone, and adds those it finds terminating after a restart.
@@ -146,21 +154,36 @@ class Registry:
             raise not_found(resource, name)
         return kv
 
-    async def list_objects(self, resource: Resource, namespace: str | None, *,
-                   labels: LabelSelector | None = None,
-                   fields: FieldSelector | None = None) -> tuple[list[dict[str, Any]], int]:
-        prefix = collection_prefix(self.prefix, resource, namespace)
+    def cache(self, resource: Resource) -> ResourceCache:
+        """The resource's watch cache (started on first use)."""
+        return self.cacher.cache(collection_prefix(self.prefix, resource, None),
+                                 describer(resource))
+
+    def start_caches(self) -> None:
+        for resource in RESOURCES.values():
+            self.cache(resource)
+
+    async def list_page(self, resource: Resource, namespace: str | None, options: ListOptions,
+                        *, labels: LabelSelector | None = None,
+                        fields: FieldSelector | None = None) -> ListPage:
+        """One page of a LIST with kube's resourceVersion semantics (apiserver/listing.py);
+        its items are shared with the cache: read them, never change them."""
         name = fields.exact("metadata.name") if fields is not None else None
+        exact_key = None
         if name is not None and (namespace or not resource.namespaced):
-            kv = await self.storage.get(self.key(resource, namespace, name))
-            kvs, revision = ([kv] if kv else []), await self.storage.revision()
-        else:
-            kvs, revision = await self.storage.list_prefix(prefix)
-        items = []
-        for kv in kvs:
-            if matches(resource, kv.value, labels, fields):
-                items.append(objects.with_resource_version(kv.value, kv.mod_revision))
-        return items, revision
+            exact_key = self.key(resource, namespace, name)
+        query = ListQuery(collection_prefix(self.prefix, resource, namespace), options,
+                          labels, fields, exact_key)
+        return await list_page(self.storage, self.cache(resource), query, describer(resource))
+
+    async def list_objects(self, resource: Resource, namespace: str | None, *,
+                           labels: LabelSelector | None = None,
+                           fields: FieldSelector | None = None,
+                           ) -> tuple[list[dict[str, Any]], int]:
+        """Every selected object now (a consistent read), and the revision it was read at."""
+        page = await self.list_page(resource, namespace, ListOptions(), labels=labels,
+                                    fields=fields)
+        return [item.obj for item in page.items], page.revision
 
     # -- writes ------------------------------------------------------------------------
 
@@ -328,3 +351,18 @@ def check_preconditions(resource: Resource, name: str, kv: KV,
         raise conflict(resource, name,
                        f"Precondition failed: ResourceVersion in precondition: {rv}, "
                        f"ResourceVersion in object meta: {kv.mod_revision}")
+
+
+_DESCRIBERS: dict[str, Describe] = {}
+
+
+def describer(resource: Resource) -> Describe:
+    """What the watch cache computes once per change of one of `resource`'s objects."""
+    describe = _DESCRIBERS.get(resource.plural)
+    if describe is None:
+        def describe(obj: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+            return ((obj.get("metadata") or {}).get("labels") or {},
+                    selectable_fields(resource, obj))
+
+        _DESCRIBERS[resource.plural] = describe
+    return describe

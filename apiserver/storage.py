@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import grpc
+import orjson
 from aetcd import rpc
 
 log = logging.getLogger("apiserver.storage")
@@ -71,6 +72,14 @@ class RevisionMismatch(StorageError):
         self.current = current
 
 
+class FutureRevision(StorageError):
+    """A read at a revision etcd has not reached yet."""
+
+    def __init__(self, requested: int) -> None:
+        super().__init__(f"revision {requested} is in the future")
+        self.requested = requested
+
+
 class Compacted(StorageError):
     def __init__(self, requested: int, compact_revision: int) -> None:
         super().__init__(f"revision {requested} compacted (oldest {compact_revision})")
@@ -84,6 +93,17 @@ class KV:
     value: dict[str, Any]
     mod_revision: int
     create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    """One etcd range read: the objects, the revision it was read at, whether keys past
+    the limit remain, and how many keys the whole range held (etcd's `count`)."""
+
+    kvs: list[KV]
+    revision: int
+    more: bool
+    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,12 +123,19 @@ class Progress:
     revision: int
 
 
-def encode(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
+def encode(obj: Any) -> bytes:
+    """Compact JSON; the stdlib for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 def decode(raw: bytes) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(raw)
+    try:
+        value: dict[str, Any] = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = json.loads(raw)
     return value
 
 
@@ -165,7 +192,15 @@ class Storage:
     async def _call(self, method: Any, request: Any) -> Any:
         try:
             return await method(request, timeout=CALL_TIMEOUT)
-        except (TimeoutError, grpc.aio.AioRpcError) as e:
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.OUT_OF_RANGE:
+                revision = int(getattr(request, "revision", 0) or 0)
+                if "compacted" in (e.details() or ""):
+                    raise Compacted(revision, 0) from e
+                if "future" in (e.details() or ""):
+                    raise FutureRevision(revision) from e
+            raise _unavailable(e) from e
+        except TimeoutError as e:
             raise _unavailable(e) from e
 
     # -- reads -------------------------------------------------------------------------
@@ -181,6 +216,19 @@ class Storage:
             self._kv.Range, rpc.RangeRequest(key=raw, range_end=prefix_range_end(raw))
         )
         return [_kv(kv) for kv in resp.kvs], int(resp.header.revision)
+
+    async def range(self, prefix: str, *, start: str | None = None, limit: int = 0,
+                    revision: int = 0) -> RangeResult:
+        """The keys under `prefix` from `start` (inclusive; default: the prefix itself), at
+        most `limit` of them (0: all), as of `revision` (0: now). Costs O(limit) in etcd.
+
+        Raises Compacted or FutureRevision for a revision etcd no longer or not yet has.
+        """
+        end = prefix_range_end(prefix.encode())
+        resp = await self._call(self._kv.Range, rpc.RangeRequest(
+            key=(start or prefix).encode(), range_end=end, limit=limit, revision=revision))
+        return RangeResult([_kv(kv) for kv in resp.kvs], int(resp.header.revision),
+                           bool(resp.more), int(resp.count))
 
     async def revision(self) -> int:
         resp = await self._call(self._kv.Range, rpc.RangeRequest(key=b"\0", count_only=True))
@@ -255,10 +303,19 @@ class Storage:
 
     # -- watch -------------------------------------------------------------------------
 
-    def watch(self, prefix: str, start_revision: int) -> EtcdWatch:
+    async def bump_revision(self, key: str) -> int:
+        """Write `key` (outside every watched prefix) to move etcd's revision on; returns
+        the new revision. The watch cache uses it to settle whether a progress
+        notification may have overtaken an event (see apiserver/cacher.py)."""
+        resp = await self._call(self._kv.Put, rpc.PutRequest(key=key.encode(), value=b""))
+        return int(resp.header.revision)
+
+    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = True) -> EtcdWatch:
+        """A watch of `prefix` from `start_revision`; `prev_kv=False` when the caller
+        keeps the previous values itself (the watch cache), which spares etcd and us."""
         if self._watch is None:
             raise Unavailable("storage not started")
-        return EtcdWatch(self, self._watch, prefix, start_revision)
+        return EtcdWatch(self, self._watch, prefix, start_revision, prev_kv=prev_kv)
 
 
 class EtcdWatch:
@@ -268,8 +325,10 @@ class EtcdWatch:
     up to etcd's current revision has been delivered; `close()` cancels the stream.
     """
 
-    def __init__(self, storage: Storage, stub: Any, prefix: str, start_revision: int) -> None:
+    def __init__(self, storage: Storage, stub: Any, prefix: str, start_revision: int, *,
+                 prev_kv: bool = True) -> None:
         self._storage = storage
+        self._prev_kv = prev_kv
         self._stub = stub
         self._prefix = prefix.encode()
         self._start = start_revision
@@ -279,7 +338,7 @@ class EtcdWatch:
     async def _request_stream(self) -> AsyncIterator[Any]:
         yield rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
             key=self._prefix, range_end=prefix_range_end(self._prefix),
-            start_revision=self._start, prev_kv=True,
+            start_revision=self._start, prev_kv=self._prev_kv,
         ))
         while True:
             request = await self._requests.get()

@@ -13,19 +13,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver import objects
-from apiserver.cacher import Closed
-from apiserver.registry import Registry, matches
+from apiserver.cacher import CachedObject, CacheEvent, Closed, Describe, cache_event, cached_object
+from apiserver.listing import NOT_OLDER_THAN, ListOptions
+from apiserver.registry import Registry
 from apiserver.resources import Resource, collection_prefix
 from apiserver.selectors import FieldSelector, LabelSelector
-from apiserver.storage import Compacted, Progress, StorageError, WatchEvent
+from apiserver.storage import KV, Compacted, Progress, StorageError, WatchEvent, encode
 from common import errors
 
 log = logging.getLogger("apiserver.watch")
@@ -53,27 +51,51 @@ class WatchRequest:
     send_initial_events: bool = False
 
 
-def translate(request: WatchRequest, event: WatchEvent) -> tuple[str, dict[str, Any]] | None:
-    """One etcd event as the (type, object) a watcher of `request` sees, or None."""
-    def selected(obj: dict[str, Any] | None) -> bool:
-        return obj is not None and matches(request.resource, obj, request.labels, request.fields)
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A watch event about one cached object: every watcher sends the same JSON bytes of
+    the object, encoded once per change (kube's cachingObject)."""
 
-    was = selected(event.prev)
-    if event.type == "DELETE":
-        if not was:
-            return None
-        assert event.prev is not None
-        return "DELETED", objects.with_resource_version(event.prev, event.revision)
-    assert event.value is not None
-    now = selected(event.value)
-    obj = objects.with_resource_version(event.value, event.revision)
+    type: str  # ADDED | MODIFIED | DELETED
+    item: CachedObject
+
+    def line(self) -> bytes:
+        return b'{"type":"' + self.type.encode() + b'","object":' + self.item.json + b"}\n"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "object": self.item.obj}
+
+
+def selected(request: WatchRequest, item: CachedObject | None) -> bool:
+    if item is None:
+        return False
+    if request.labels is not None and not request.labels.matches(item.labels):
+        return False
+    return request.fields is None or request.fields.matches(item.fields)
+
+
+def translate(request: WatchRequest, event: CacheEvent) -> Change | None:
+    """One change as a watcher of `request` sees it, or None. An object that stops being
+    selected is DELETED, one that starts being selected ADDED (kube's cacher does so)."""
+    was = selected(request, event.previous)
+    now = selected(request, event.current)
     if now and was:
-        return "MODIFIED", obj
+        assert event.current is not None
+        return Change("MODIFIED", event.current)
     if now:
-        return "ADDED", obj
+        assert event.current is not None
+        return Change("ADDED", event.current)
     if was:
-        return "DELETED", obj
+        return Change("DELETED", event.gone)
     return None
+
+
+def from_etcd(event: WatchEvent, describe: Describe) -> CacheEvent:
+    """An event of an etcd watch of our own (older than the cache window) as the cache's."""
+    previous = None
+    if event.prev is not None:
+        previous = cached_object(KV(event.key, event.prev, event.revision, 0), describe)
+    return cache_event(event, previous, describe)
 
 
 def bookmark(resource: Resource, revision: int) -> dict[str, Any]:
@@ -87,16 +109,18 @@ def error_event(err: errors.ApiError) -> dict[str, Any]:
 
 
 async def open_watch(registry: Registry, request: WatchRequest,
-                     ) -> AsyncIterator[dict[str, Any]]:
+                     ) -> AsyncIterator[Change | dict[str, Any]]:
     """Start a watch; errors that happen before the first event (a bad resourceVersion,
     etcd down) raise here, so the caller can still answer with a Status."""
-    rv = request.resource_version
-    initial: list[dict[str, Any]] = []
-    if request.send_initial_events or rv in (None, "", "0"):
-        initial, revision = await registry.list_objects(request.resource, request.namespace,
-                                                        labels=request.labels,
-                                                        fields=request.fields)
-        start = revision + 1
+    rv = request.resource_version or ""
+    initial: list[CachedObject] = []
+    if request.send_initial_events or rv in ("", "0"):
+        # unset: the state now (consistent); "0": any state; N: not older than N
+        match = NOT_OLDER_THAN if rv not in ("", "0") else ""
+        page = await registry.list_page(request.resource, request.namespace,
+                                        ListOptions(resource_version=rv, match=match),
+                                        labels=request.labels, fields=request.fields)
+        initial, start = page.items, page.revision + 1
     else:
         try:
             start = int(str(rv)) + 1
@@ -105,10 +129,10 @@ async def open_watch(registry: Registry, request: WatchRequest,
     return _events(registry, request, initial, start)
 
 
-async def _events(registry: Registry, request: WatchRequest, initial: list[dict[str, Any]],
-                  start: int) -> AsyncIterator[dict[str, Any]]:
-    for obj in initial:
-        yield {"type": "ADDED", "object": obj}
+async def _events(registry: Registry, request: WatchRequest, initial: list[CachedObject],
+                  start: int) -> AsyncIterator[Change | dict[str, Any]]:
+    for cached in initial:
+        yield Change("ADDED", cached)
     if request.send_initial_events:
         # kube's marker that the initial state is complete (watch-list, kubectl wait/delete)
         end = bookmark(request.resource, start - 1)
@@ -127,18 +151,18 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[dict[
                 last_reported = item.revision
                 yield bookmark(request.resource, item.revision)
             continue
-        translated = translate(request, item)
-        if translated is not None:
+        change = translate(request, item)
+        if change is not None:
             last_reported = item.revision
-            yield SharedEvent(translated[0], translated[1], memo=(item.key, item.revision))
+            yield change
 
 
 async def _changes_after(registry: Registry, request: WatchRequest, after: int,
-                         ) -> AsyncIterator[WatchEvent | Progress | Closed | Expired]:
+                         ) -> AsyncIterator[CacheEvent | Progress | Closed | Expired]:
     """Every change after revision `after`: from the shared watch cache when it holds
     them, else from an etcd watch of our own."""
     key_prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
-    cache = registry.cacher.cache(collection_prefix(registry.prefix, request.resource, None))
+    cache = registry.cache(request.resource)
     watcher = cache.subscribe(key_prefix, after)
     if watcher is not None:
         async for item in watcher.items():
@@ -154,7 +178,7 @@ async def _changes_after(registry: Registry, request: WatchRequest, after: int,
                 yield batch
                 continue
             for event in batch:
-                yield event
+                yield from_etcd(event, cache.describe)
     except Compacted as e:
         yield Expired(e.requested, e.compact_revision)
     except StorageError as e:
@@ -171,44 +195,11 @@ async def _request_progress_forever(request_progress: Callable[[], None]) -> Non
         request_progress()
 
 
-class SharedEvent(dict[str, Any]):
-    """A watch event that other watchers of the same change receive too: `memo` names the
-    change, so its JSON line is encoded once for all of them (kube's cachingObject)."""
-
-    __slots__ = ("memo",)
-
-    def __init__(self, type_: str, obj: dict[str, Any], *, memo: tuple[str, int]) -> None:
-        super().__init__(type=type_, object=obj)
-        self.memo = memo
-
-
-class EncodedLines:
-    """The JSON lines of recent watch events, shared by every watcher that sends them."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self.capacity = capacity
-        self._lines: OrderedDict[tuple[str, int, str], bytes] = OrderedDict()
-
-    def line(self, event: dict[str, Any]) -> bytes:
-        if not isinstance(event, SharedEvent):
-            return encode_line(event)
-        key = (*event.memo, event["type"])
-        line = self._lines.get(key)
-        if line is None:
-            line = self._lines[key] = encode_line(event)
-            if len(self._lines) > self.capacity:
-                self._lines.popitem(last=False)
-        return line
-
-
 def encode_line(event: dict[str, Any]) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return encode(event) + b"\n"
 
 
-ENCODED = EncodedLines()
-
-
-async def watch_lines(events: AsyncIterator[dict[str, Any]], *, timeout: float,
+async def watch_lines(events: AsyncIterator[Change | dict[str, Any]], *, timeout: float,
                       render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                       ) -> AsyncIterator[bytes]:
     """The HTTP body: one JSON line per event, ending after `timeout` seconds."""
@@ -221,7 +212,10 @@ async def watch_lines(events: AsyncIterator[dict[str, Any]], *, timeout: float,
                 event = await asyncio.wait_for(anext(iterator), remaining)
             except (StopAsyncIteration, TimeoutError):
                 return
-            yield encode_line(render(event)) if render is not None else ENCODED.line(event)
+            if render is not None:
+                yield encode_line(render(event.as_dict() if isinstance(event, Change) else event))
+            else:
+                yield event.line() if isinstance(event, Change) else encode_line(event)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:

@@ -27,12 +27,14 @@ class ApiError(Exception):
         self.message = message
         self.details = details or {}
         self.headers = headers or {}
+        # The Status's ListMeta: a 410 for an expired continue token carries a new token.
+        self.list_meta: dict[str, Any] = {}
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": dict(self.list_meta),
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
