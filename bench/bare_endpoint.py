@@ -4,6 +4,8 @@
 
 POST /pods stores the request body under a key derived from its name, with aetcd, and
 answers 201 with the body: no validation, no defaults, no transaction, no namespace check.
+uvicorn runs it with the apiserver's settings (apiserver/__main__.py), so that the two
+differ only in what the application does.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ def main() -> None:
     parser.add_argument("--etcd-port", type=int, default=2379)
     parser.add_argument("--port", type=int, default=8090)
     args = parser.parse_args()
+    # the same uvicorn settings as apiserver/__main__.py (whose --log-level is info)
     uvicorn.run(create_app(args.etcd_port), host="127.0.0.1", port=args.port,
-                log_level="warning", access_log=False)
+                log_level="info", access_log=False, timeout_graceful_shutdown=3,
+                log_config=None, timeout_keep_alive=120)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 # jq: the README's curl examples (and tests/test_readme.py, which runs them) use it
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# wrk: the HTTP load of bench/bench_apiserver.py (a Python client saturates first)
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
