@@ -17,6 +17,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import yaml
 from fastapi import FastAPI
 from starlette.requests import Request
@@ -83,8 +84,8 @@ def parse_target(api_version: str, path: str) -> Target:
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None,
                   ) -> Response:
-    return Response(json.dumps(obj, separators=(",", ":")), status_code=status,
-                    media_type="application/json", headers=headers)
+    return Response(encode(obj), status_code=status, media_type="application/json",
+                    headers=headers)
 
 
 def status_response(err: errors.ApiError) -> Response:
@@ -117,8 +118,12 @@ def parse_document(raw: bytes, kind: str) -> Any:
         except (yaml.YAMLError, UnicodeDecodeError) as e:
             raise errors.BadRequest(f"error decoding YAML: {e}") from None
     try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass  # the stdlib's message is the one clients know; it also reads 65-bit integers
+    try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise errors.BadRequest(f"couldn't get version/kind; json parse error: {e}") from None
 
 
@@ -214,8 +219,29 @@ class ApiServer:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
 
-    async def dispatch(self, request: Request, api_version: str, path: str) -> Response:
-        target = parse_target(api_version, path)
+    async def serve(self, request: Request, api_version: str, path: str) -> Response:
+        try:
+            target = parse_target(api_version, path)
+        except errors.ApiError as e:
+            return status_response(e)
+        return await self.answer(request, target)
+
+    async def answer(self, request: Request, target: Target) -> Response:
+        """The response to one request: every failure is a Status."""
+        try:
+            return await self.dispatch(request, target)
+        except errors.ApiError as e:
+            return status_response(e)
+        except Unavailable as e:
+            log.warning("%s %s: %s", request.method, request.url.path, e)
+            return status_response(errors.ServiceUnavailable(
+                f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
+        except Exception:
+            log.exception("%s %s failed", request.method, request.url.path)
+            return status_response(errors.InternalError(
+                "an error on the server prevented the request from succeeding"))
+
+    async def dispatch(self, request: Request, target: Target) -> Response:
         method = request.method
         if target.name is None:
             if method == "GET":
@@ -474,7 +500,7 @@ def render_metrics(registry: Registry) -> str:
 
 
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
-               event_ttl: int = 3600) -> FastAPI:
+               event_ttl: int = 3600) -> ResourceFront:
     storage = Storage(etcd_servers)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     server = ApiServer(registry)
@@ -499,21 +525,11 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def api_error(request: Request, exc: errors.ApiError) -> Response:
         return status_response(exc)
 
-    async def serve(request: Request, api_version: str, path: str) -> Response:
-        try:
-            return await server.dispatch(request, api_version, path)
-        except errors.ApiError as e:
-            return status_response(e)
-        except Unavailable as e:
-            log.warning("%s %s: %s", request.method, request.url.path, e)
-            return status_response(errors.ServiceUnavailable(
-                f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
-
     async def handle_core(request: Request, path: str) -> Response:
-        return await serve(request, "v1", path)
+        return await server.serve(request, "v1", path)
 
     async def handle_group(request: Request, group: str, version: str, path: str) -> Response:
-        return await serve(request, group_version(group, version), path)
+        return await server.serve(request, group_version(group, version), path)
 
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     app.include_router(discovery.router)  # before the catch-alls below
@@ -540,4 +556,46 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def metrics() -> Response:
         return PlainTextResponse(render_metrics(registry), media_type="text/plain; version=0.0.4")
 
-    return app
+    return ResourceFront(server, app)
+
+
+API_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+
+
+def api_path(path: str) -> tuple[str, str] | None:
+    """(group/version, the rest) of a resource URL: `/api/v1/namespaces/default/pods` ->
+    ("v1", "namespaces/default/pods"); `/apis/coordination.k8s.io/v1/leases` ->
+    ("coordination.k8s.io/v1", "leases"); None for anything else."""
+    if path.startswith("/api/v1/"):
+        rest = path[len("/api/v1/"):]
+        return ("v1", rest) if rest else None
+    if path.startswith("/apis/"):
+        parts = path[len("/apis/"):].split("/", 2)
+        if len(parts) == 3 and parts[0] and parts[1] and parts[2]:
+            return group_version(parts[0], parts[1]), parts[2]
+    return None
+
+
+class ResourceFront:
+    """The ASGI app: requests for served resources go straight to the dispatcher (FastAPI's
+    routing, dependency and middleware work per request cost more than the rest of a
+    create); everything else (discovery, OpenAPI, health, lifespan) goes to FastAPI."""
+
+    def __init__(self, server: ApiServer, app: FastAPI) -> None:
+        self.server = server
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] in API_VERBS:
+            found = api_path(scope["path"])
+            if found is not None:
+                try:
+                    target = parse_target(*found)
+                except errors.NotFound:
+                    target = None  # not ours (services), or FastAPI's 404
+                if target is not None:
+                    request = Request(scope, receive)
+                    response = await self.server.answer(request, target)
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

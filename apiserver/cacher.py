@@ -92,6 +92,17 @@ class CacheEvent:
     current: CachedObject | None
     previous: CachedObject | None
     _gone: CachedObject | None = field(default=None)
+    _lines: dict[str, bytes] = field(default_factory=dict)
+
+    def line(self, watch_type: str) -> bytes:
+        """The watch line of this change as `ADDED`, `MODIFIED` or `DELETED`, built once
+        for every watcher that sends it."""
+        line = self._lines.get(watch_type)
+        if line is None:
+            item = self.gone if watch_type == "DELETED" else self.current
+            assert item is not None
+            line = self._lines[watch_type] = watch_line(watch_type, item)
+        return line
 
     @property
     def gone(self) -> CachedObject:
@@ -103,6 +114,10 @@ class CacheEvent:
             obj = objects.with_resource_version(prev.obj, self.revision)
             self._gone = CachedObject(prev.key, obj, self.revision, prev.labels, prev.fields)
         return self._gone
+
+
+def watch_line(watch_type: str, item: CachedObject) -> bytes:
+    return b'{"type":"' + watch_type.encode() + b'","object":' + item.json + b"}\n"
 
 
 def cache_event(event: WatchEvent, previous: CachedObject | None,
@@ -121,7 +136,14 @@ class Closed:
     reason: str
 
 
-Item = CacheEvent | Progress | Closed
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """Nothing more is ready: what a watcher has gathered may go out in one write."""
+
+
+FLUSH = Flush()
+
+Item = CacheEvent | Progress | Closed | Flush
 
 
 class CacheWatcher:
@@ -155,6 +177,7 @@ class CacheWatcher:
                     yield item
                     if isinstance(item, Closed):
                         return
+                yield FLUSH
                 self._wakeup.clear()
                 await self._wakeup.wait()
         finally:

@@ -17,6 +17,7 @@ import logging
 import math
 
 from apiserver import objects
+from apiserver.cacher import Flush
 from apiserver.registry import Registry
 from apiserver.resources import RESOURCES
 from apiserver.resources.namespaces import DEFAULT_NAMESPACES, NAMESPACES, is_terminating
@@ -79,6 +80,8 @@ class NamespaceController:
             resource=NAMESPACES, namespace=None, resource_version=None, labels=None,
             fields=None, timeout_seconds=math.inf, bookmarks=False))
         async for event in events:
+            if isinstance(event, Flush):
+                continue
             if not isinstance(event, Change):
                 if event["type"] == "ERROR":
                     return  # 410: list again

@@ -18,7 +18,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.cacher import CachedObject, CacheEvent, Closed, Describe, cache_event, cached_object
+from apiserver.cacher import (
+    FLUSH,
+    CachedObject,
+    CacheEvent,
+    Closed,
+    Describe,
+    Flush,
+    cache_event,
+    cached_object,
+    watch_line,
+)
 from apiserver.listing import NOT_OLDER_THAN, ListOptions
 from apiserver.registry import Registry
 from apiserver.resources import Resource, collection_prefix
@@ -58,9 +68,12 @@ class Change:
 
     type: str  # ADDED | MODIFIED | DELETED
     item: CachedObject
+    event: CacheEvent | None = None  # the change it reports, which keeps its lines
 
     def line(self) -> bytes:
-        return b'{"type":"' + self.type.encode() + b'","object":' + self.item.json + b"}\n"
+        if self.event is not None:
+            return self.event.line(self.type)
+        return watch_line(self.type, self.item)
 
     def as_dict(self) -> dict[str, Any]:
         return {"type": self.type, "object": self.item.obj}
@@ -81,12 +94,12 @@ def translate(request: WatchRequest, event: CacheEvent) -> Change | None:
     now = selected(request, event.current)
     if now and was:
         assert event.current is not None
-        return Change("MODIFIED", event.current)
+        return Change("MODIFIED", event.current, event)
     if now:
         assert event.current is not None
-        return Change("ADDED", event.current)
+        return Change("ADDED", event.current, event)
     if was:
-        return Change("DELETED", event.gone)
+        return Change("DELETED", event.gone, event)
     return None
 
 
@@ -108,8 +121,10 @@ def error_event(err: errors.ApiError) -> dict[str, Any]:
     return {"type": "ERROR", "object": err.status()}
 
 
-async def open_watch(registry: Registry, request: WatchRequest,
-                     ) -> AsyncIterator[Change | dict[str, Any]]:
+Event = Change | dict[str, Any] | Flush
+
+
+async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator[Event]:
     """Start a watch; errors that happen before the first event (a bad resourceVersion,
     etcd down) raise here, so the caller can still answer with a Status."""
     rv = request.resource_version or ""
@@ -130,7 +145,7 @@ async def open_watch(registry: Registry, request: WatchRequest,
 
 
 async def _events(registry: Registry, request: WatchRequest, initial: list[CachedObject],
-                  start: int) -> AsyncIterator[Change | dict[str, Any]]:
+                  start: int) -> AsyncIterator[Event]:
     for cached in initial:
         yield Change("ADDED", cached)
     if request.send_initial_events:
@@ -140,6 +155,9 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[Cache
         yield end
     last_reported = start - 1  # the newest revision the client has been told about
     async for item in _changes_after(registry, request, start - 1):
+        if isinstance(item, Flush):
+            yield item
+            continue
         if isinstance(item, Closed):
             log.info("watch of %s closed: %s", request.resource.plural, item.reason)
             return
@@ -158,7 +176,7 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[Cache
 
 
 async def _changes_after(registry: Registry, request: WatchRequest, after: int,
-                         ) -> AsyncIterator[CacheEvent | Progress | Closed | Expired]:
+                         ) -> AsyncIterator[CacheEvent | Progress | Closed | Expired | Flush]:
     """Every change after revision `after`: from the shared watch cache when it holds
     them, else from an etcd watch of our own."""
     key_prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
@@ -176,9 +194,10 @@ async def _changes_after(registry: Registry, request: WatchRequest, after: int,
         async for batch in stream.batches():
             if isinstance(batch, Progress):
                 yield batch
-                continue
-            for event in batch:
-                yield from_etcd(event, cache.describe)
+            else:
+                for event in batch:
+                    yield from_etcd(event, cache.describe)
+            yield FLUSH
     except Compacted as e:
         yield Expired(e.requested, e.compact_revision)
     except StorageError as e:
@@ -199,23 +218,54 @@ def encode_line(event: dict[str, Any]) -> bytes:
     return encode(event) + b"\n"
 
 
-async def watch_lines(events: AsyncIterator[Change | dict[str, Any]], *, timeout: float,
+# A watcher's lines are gathered until nothing more is ready (a Flush) or this many bytes,
+# then written at once: one socket write per burst, not per event.
+WRITE_BYTES = 64 * 1024
+
+
+async def watch_lines(events: AsyncIterator[Event], *, timeout: float,
                       render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                       ) -> AsyncIterator[bytes]:
     """The HTTP body: one JSON line per event, ending after `timeout` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     iterator = aiter(events)
+    pending: list[bytes] = []
+    size = 0
+    may_wait = True  # after a Flush, the next event may be a while coming
     try:
-        while (remaining := deadline - loop.time()) > 0:
+        while True:
             try:
-                event = await asyncio.wait_for(anext(iterator), remaining)
+                if may_wait:
+                    if loop.time() >= deadline:
+                        break
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(iterator)
+                else:
+                    event = await anext(iterator)
             except (StopAsyncIteration, TimeoutError):
-                return
+                break
+            if isinstance(event, Flush):
+                may_wait = True
+                if pending:
+                    yield b"".join(pending)
+                    pending.clear()
+                    size = 0
+                continue
+            may_wait = False
             if render is not None:
-                yield encode_line(render(event.as_dict() if isinstance(event, Change) else event))
+                line = encode_line(render(event.as_dict() if isinstance(event, Change) else event))
             else:
-                yield event.line() if isinstance(event, Change) else encode_line(event)
+                line = event.line() if isinstance(event, Change) else encode_line(event)
+            pending.append(line)
+            size += len(line)
+            if size >= WRITE_BYTES:
+                yield b"".join(pending)
+                pending.clear()
+                size = 0
+                may_wait = True  # also where a busy watch notices its deadline
+        if pending:
+            yield b"".join(pending)
     finally:
         aclose = getattr(iterator, "aclose", None)
         if aclose is not None:
