@@ -29,6 +29,10 @@ from common.models import format_micro_time
 from common.timestamps import rfc3339
 from kubelet.runtime import Runtime, RuntimeVersion
 
+# kubelet's registerWithAPIServer: 100 ms, doubling, at most 7 s between attempts
+REGISTER_BACKOFF_START = 0.1
+REGISTER_BACKOFF_MAX = 7.0
+
 log = logging.getLogger(__name__)
 
 KUBELET_VERSION = "v1.37.0+kubelite"
@@ -206,6 +210,21 @@ class NodeAgent:
         return ""
 
     async def register(self) -> dict[str, Any]:
+        """Register until it works, as the kubelet does: an apiserver that is restarting
+        (a dropped connection, a 5xx) is waited for with back-off, 100 ms doubling to 7 s."""
+        delay = REGISTER_BACKOFF_START
+        while True:
+            try:
+                return await self._register_once()
+            except (httpx.TransportError, ApiError) as e:
+                if isinstance(e, ApiError) and e.code < 500:
+                    raise
+                log.warning("node %s: unable to register with the apiserver (%s: %s); retrying "
+                            "in %.1fs", self.config.node_name, type(e).__name__, e, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, REGISTER_BACKOFF_MAX)
+
+    async def _register_once(self) -> dict[str, Any]:
         """Create the Node, or adopt the existing one (keeping labels others added)."""
         while (error := await self._probe_runtime()) or self.runtime_version is None:
             log.warning("node %s: waiting for docker before registering: %s",

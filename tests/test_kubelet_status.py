@@ -602,3 +602,32 @@ async def test_node_agent_registers_adopts_and_goes_not_ready_without_docker() -
     await agent.post_status()
     ready = next(c for c in api.node["status"]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
+
+
+async def test_node_agent_retries_registration_while_the_apiserver_restarts() -> None:
+    """A dropped connection or a 503 mid-registration is waited out, not fatal; a 4xx is."""
+    import httpx
+
+    from kubelet.node import NodeAgent, NodeConfig
+
+    class Restarting(_FakeNodeApi):
+        def __init__(self, failures: list[BaseException]) -> None:
+            super().__init__()
+            self.failures = failures
+
+        async def patch(self, resource: str, name: str, patch: dict[str, Any], *,
+                        subresource: str | None = None) -> dict[str, Any]:
+            if self.failures:
+                raise self.failures.pop(0)
+            return await super().patch(resource, name, patch, subresource=subresource)
+
+    config = NodeConfig(node_name="n1", node_ip="127.0.0.1", port=10250, labels={})
+    api = Restarting([httpx.ReadError("connection reset"),
+                      errors.ServiceUnavailable("storage is unavailable")])
+    api.node = {"metadata": {"name": "n1", "labels": {}}, "status": {}}  # adopt: PATCHes
+    await NodeAgent(client=api, runtime=_FakeRuntime(), config=config).register()  # type: ignore[arg-type]
+    assert not api.failures and api.node["status"]["nodeInfo"]
+
+    api.failures = [errors.Forbidden("no")]
+    with pytest.raises(errors.Forbidden):
+        await NodeAgent(client=api, runtime=_FakeRuntime(), config=config).register()  # type: ignore[arg-type]
