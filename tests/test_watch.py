@@ -316,7 +316,8 @@ def test_a_change_is_encoded_once_for_every_watcher() -> None:
 
     obj = {"kind": "Pod", "metadata": {"name": "a", "resourceVersion": "7",
                                       "labels": {"app": "web"}}}
-    item = CachedObject("/registry/pods/default/a", obj, 7, {"app": "web"}, {})
+    item = CachedObject("/registry/pods/default/a", json.dumps(obj).encode(), 7,
+                        {"app": "web"}, {})
     event = CacheEvent("PUT", item.key, 7, item, None)
 
     def watcher(selector: str) -> WatchRequest:
