@@ -327,3 +327,27 @@ async def test_a_compacted_continue_token_is_410_with_a_token_to_go_on(
                                         "resourceVersionMatch": "Exact"})
     assert exact.status_code == 410
     assert exact.json()["message"] == "The resourceVersion for the provided list is too old."
+
+
+async def test_a_watcher_gets_what_arrives_while_its_client_is_written_to() -> None:
+    """An event offered while the consumer handles a Flush (writes to its client) is
+    delivered next, not left queued behind a cleared wakeup."""
+    from apiserver.cacher import FLUSH, CachedObject, CacheEvent, CacheWatcher
+
+    cache = ResourceCache(None, "/r/pods/", lambda obj: ({}, {}),  # type: ignore[arg-type]
+                          progress_key="/r/progress")
+
+    def event(revision: int) -> CacheEvent:
+        item = CachedObject(f"/r/pods/a/p{revision}", b"{}", revision, {}, {})
+        return CacheEvent("PUT", item.key, revision, item, None)
+
+    watcher = CacheWatcher(cache, "/r/pods/", 0)
+    items = watcher.items()
+    watcher.offer(event(1))
+    assert isinstance(first := await anext(items), CacheEvent) and first.revision == 1
+    assert await anext(items) is FLUSH
+    watcher.offer(event(2))  # while the client is being written to
+    second = await asyncio.wait_for(anext(items), 5)
+    assert isinstance(second, CacheEvent) and second.revision == 2
+    assert await asyncio.wait_for(anext(items), 5) is FLUSH
+    await items.aclose()
