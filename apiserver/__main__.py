@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import re
 
@@ -37,6 +38,10 @@ def main() -> None:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app([s for s in args.etcd_servers.split(",") if s],
                      etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl)
+    # What is loaded by now (FastAPI, pydantic, gRPC: a few hundred thousand objects) lives
+    # as long as the process: keep it out of the collector's full passes, each of which
+    # otherwise stalls every request for 50+ ms (create p99 75 -> 30 ms under load).
+    gc.freeze()
     uvicorn.run(app, host=args.bind_address, port=args.port, log_level=args.log_level.lower(),
                 access_log=False, timeout_graceful_shutdown=3, log_config=None,
                 # clients keep connections (informers, kubectl); closing idle ones after
