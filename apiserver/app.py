@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from apiserver import discovery, listing, objects, openapi, patch, protobuf, schema, tables
-from apiserver.listing import ListPage, parse_list_options
+from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, status_details
 from apiserver.resources import Resource, group_version, lookup
@@ -318,11 +318,9 @@ class ApiServer:
             timeout_seconds=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
             bookmarks=query_bool(request, "allowWatchBookmarks"),
             send_initial_events=query_bool(request, "sendInitialEvents"))
-        if watch_request.send_initial_events and not watch_request.bookmarks:
-            raise errors.invalid("ListOptions", "", [{
-                "reason": "FieldValueForbidden",
-                "message": "Forbidden: sendInitialEvents requires setting allowWatchBookmarks "
-                           "to true", "field": "allowWatchBookmarks"}])
+        check_watch_options(request.query_params,
+                            send_initial_events=watch_request.send_initial_events,
+                            bookmarks=watch_request.bookmarks)
         events = await open_watch(self.registry, watch_request)
         render = None
         if tables.wants_table(request.headers.get("accept")):

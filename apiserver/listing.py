@@ -95,15 +95,43 @@ def parse_list_options(query: Mapping[str, str]) -> ListOptions:
         if match == EXACT and rv == "0":
             causes.append(_forbidden('resourceVersionMatch "exact" is forbidden for '
                                      'resourceVersion "0"'))
+    if "sendInitialEvents" in query:
+        causes.append({"reason": "FieldValueForbidden", "field": "sendInitialEvents",
+                       "message": "Forbidden: sendInitialEvents is forbidden for list"})
     if causes:
-        err = errors.invalid("ListOptions.meta.k8s.io", "", causes, group="meta.k8s.io")
-        err.details["kind"] = "ListOptions"
-        raise err
+        raise invalid_list_options(causes)
     if token and rv:
         raise errors.BadRequest("specifying resource version is not allowed when using continue")
     if rv and rv != "0":
         parse_revision(rv)
     return ListOptions(rv, match, limit, token)
+
+
+def check_watch_options(query: Mapping[str, str], *, send_initial_events: bool,
+                        bookmarks: bool) -> None:
+    """What kube's validateWatchOptions refuses of the options kubelite reads."""
+    causes = []
+    match = query.get("resourceVersionMatch", "")
+    if match:
+        if not send_initial_events:
+            causes.append(_forbidden("resourceVersionMatch is forbidden for watch unless "
+                                     "sendInitialEvents is provided"))
+        if match != NOT_OLDER_THAN:
+            causes.append({"reason": "FieldValueNotSupported", "field": "resourceVersionMatch",
+                           "message": f'Unsupported value: "{match}": supported values: '
+                                      f'"NotOlderThan"'})
+    if send_initial_events and not bookmarks:
+        causes.append({"reason": "FieldValueForbidden", "field": "allowWatchBookmarks",
+                       "message": "Forbidden: sendInitialEvents requires setting "
+                                  "allowWatchBookmarks to true"})
+    if causes:
+        raise invalid_list_options(causes)
+
+
+def invalid_list_options(causes: list[dict[str, str]]) -> errors.Invalid:
+    err = errors.invalid("ListOptions.meta.k8s.io", "", causes, group="meta.k8s.io")
+    err.details["kind"] = "ListOptions"
+    return err
 
 
 def _forbidden(message: str) -> dict[str, str]:
@@ -203,10 +231,9 @@ def too_large_resource_version(requested: int, current: int) -> errors.Timeout:
                  "retryAfterSeconds": 1})
 
 
-async def list_page(storage: Storage, cache: ResourceCache, query: ListQuery,
-                    describe: Describe) -> ListPage:
+async def list_page(storage: Storage, cache: ResourceCache, query: ListQuery) -> ListPage:
     """One page of a LIST, from the cache when it can answer as etcd would."""
-    options = query.options
+    options, describe = query.options, cache.describe
     if options.continue_token:
         start, revision = decode_continue(options.continue_token, query.key_prefix)
         if revision < 0:  # continue at the latest revision (after a 410)

@@ -174,7 +174,7 @@ class Registry:
             exact_key = self.key(resource, namespace, name)
         query = ListQuery(collection_prefix(self.prefix, resource, namespace), options,
                           labels, fields, exact_key)
-        return await list_page(self.storage, self.cache(resource), query, describer(resource))
+        return await list_page(self.storage, self.cache(resource), query)
 
     async def list_objects(self, resource: Resource, namespace: str | None, *,
                            labels: LabelSelector | None = None,

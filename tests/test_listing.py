@@ -261,6 +261,10 @@ async def test_resource_version_semantics(http: httpx.AsyncClient) -> None:
     {"resourceVersionMatch": "Exact"},
     {"resourceVersionMatch": "Exact", "resourceVersion": "0"},
     {"resourceVersionMatch": "Sometimes", "resourceVersion": "3"},
+    {"sendInitialEvents": "true"},
+    {"watch": "true", "resourceVersionMatch": "NotOlderThan", "resourceVersion": "3"},
+    {"watch": "true", "resourceVersionMatch": "Exact", "resourceVersion": "3",
+     "sendInitialEvents": "true", "allowWatchBookmarks": "true"},
 ])
 async def test_invalid_list_options_are_422(http: httpx.AsyncClient,
                                             query: dict[str, str]) -> None:
