@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apiserver import objects
+from apiserver.selectors import FieldSelector, LabelSelector
 from apiserver.storage import (
     KV,
     EtcdWatch,
@@ -81,6 +82,17 @@ class CachedObject:
     def obj(self) -> dict[str, Any]:
         """The object, decoded anew (a caller may change its copy)."""
         return decode(self.json)
+
+
+def is_selected(item: CachedObject | None, labels: LabelSelector | None,
+                fields: FieldSelector | None) -> bool:
+    """Whether a list or watch with these selectors shows `item` (from what the cache
+    computed once per change, not from the object)."""
+    if item is None:
+        return False
+    if labels is not None and not labels.matches(item.labels):
+        return False
+    return fields is None or fields.matches(item.fields)
 
 
 def cached_object(kv: KV, describe: Describe) -> CachedObject:

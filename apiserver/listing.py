@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from apiserver.cacher import CachedObject, Describe, ResourceCache, cached_object
+from apiserver.cacher import CachedObject, Describe, ResourceCache, cached_object, is_selected
 from apiserver.selectors import FieldSelector, LabelSelector
 from apiserver.storage import Compacted, FutureRevision, Storage
 from common import errors
@@ -217,9 +217,7 @@ class ListQuery:
             self.fields is not None and self.fields.requirements)
 
     def selected(self, item: CachedObject) -> bool:
-        if self.labels is not None and not self.labels.matches(item.labels):
-            return False
-        return self.fields is None or self.fields.matches(item.fields)
+        return is_selected(item, self.labels, self.fields)
 
 
 def too_large_resource_version(requested: int, current: int) -> errors.Timeout:
@@ -320,12 +318,10 @@ async def _from_etcd(storage: Storage, query: ListQuery, describe: Describe, *,
         if not result.more or last is None or full or not limit:
             break
         start = last + "\0"
-    if limit and len(items) > limit:
+    more = bool(limit) and (len(items) > limit or result.more)
+    if limit:
         items = items[:limit]
-        result_more = True
-    else:
-        result_more = result.more
-    if not (limit and result_more and items):
+    if not (more and items):
         return ListPage(items, revision)
     next_token = encode_continue(items[-1].key + "\0", query.key_prefix, revision)
     remaining = None if query.selects else max(count - len(items), 0)

@@ -7,10 +7,11 @@ error wording, value validation); `parse_field_selector` follows
 functions of `pkg/registry/core/*/strategy.go`. Each resource brings its own
 `SelectableFields` table (apiserver/resources/*.py): the labels it accepts, their old
 aliases, and the getter that reads them off an object; one table serves both the parser
-and `matches`, the filter of every list and watch.
+and the watch cache, which computes an object's fields once per change
+(`apiserver/cacher.py`, `is_selected`).
 
 Both selectors are parsed once per request into precompiled requirement tests, because
-`matches` runs for every object of every list and watch.
+they are matched against every object of every list and watch.
 """
 
 from __future__ import annotations
@@ -516,13 +517,3 @@ def selectable_fields(resource: Resource, obj: dict[str, Any]) -> dict[str, str]
         namespaced = bool((obj.get("metadata") or {}).get("namespace"))
         return object_meta_fields(obj, namespaced)
     return resource.fields.get(obj)
-
-
-def matches(resource: Resource, obj: dict[str, Any], labels: LabelSelector | None,
-            fields: FieldSelector | None) -> bool:
-    """Whether a list or watch with these selectors shows obj."""
-    if labels is not None and not labels.matches((obj.get("metadata") or {}).get("labels")):
-        return False
-    if fields is not None and not fields.matches(selectable_fields(resource, obj)):
-        return False
-    return True

@@ -27,6 +27,7 @@ from apiserver.cacher import (
     Flush,
     cache_event,
     cached_object,
+    is_selected,
     watch_line,
 )
 from apiserver.listing import NOT_OLDER_THAN, ListOptions
@@ -79,19 +80,11 @@ class Change:
         return {"type": self.type, "object": self.item.obj}
 
 
-def selected(request: WatchRequest, item: CachedObject | None) -> bool:
-    if item is None:
-        return False
-    if request.labels is not None and not request.labels.matches(item.labels):
-        return False
-    return request.fields is None or request.fields.matches(item.fields)
-
-
 def translate(request: WatchRequest, event: CacheEvent) -> Change | None:
     """One change as a watcher of `request` sees it, or None. An object that stops being
     selected is DELETED, one that starts being selected ADDED (kube's cacher does so)."""
-    was = selected(request, event.previous)
-    now = selected(request, event.current)
+    was = is_selected(event.previous, request.labels, request.fields)
+    now = is_selected(event.current, request.labels, request.fields)
     if now and was:
         assert event.current is not None
         return Change("MODIFIED", event.current, event)
