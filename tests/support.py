@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -27,10 +28,27 @@ PYTHON = sys.executable
 T = TypeVar("T")
 
 
+# Ports below the kernel's ephemeral range (ip_local_port_range, 32768-60999 here): a
+# port the kernel handed out for bind(0) and that we then released can be taken as the
+# source port of any outgoing connection before the child binds it.
+_TEST_PORTS = range(20000, 32000)
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on, never handed out twice in this process."""
+    for _ in range(1000):
+        port = random.choice(_TEST_PORTS)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free loopback port in {_TEST_PORTS}")
 
 
 class Process:
