@@ -10,44 +10,50 @@ one, or as a watch stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-import yaml
 from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, listing, objects, openapi, patch, protobuf, schema, tables
+from apiserver import discovery, listing, objects, openapi, options, patch, schema, tables
+from apiserver.decode import (
+    check_type_meta,
+    decode_object,
+    decode_optional_object,
+    media_type,
+    parse_body,
+    read_body,
+    unsupported_media_type,
+)
 from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, status_details
+from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup
 from apiserver.resources.nodes import NODES
 from apiserver.selectors import parse_field_selector, parse_label_selector
-from apiserver.storage import Storage, Unavailable, encode
+from apiserver.storage import Storage, TooLarge, Unavailable, encode
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
+from common.models import Binding
 
 log = logging.getLogger("apiserver")
 
-MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit for a request body
 DEFAULT_WATCH_TIMEOUT = 1800  # kube's --min-request-timeout
-JSON_TYPES = ("application/json", "")
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
     "application/strategic-merge-patch+json": "strategic",
 }
-ACCEPTED_BODY_TYPES = "application/json, application/yaml"
 SUCCESS_CREATED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                    "code": 201}
+# DeleteOptions is served in every group version and in meta.k8s.io/v1
+DELETE_OPTIONS_VERSIONS = ("v1", "meta.k8s.io/v1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,82 +89,32 @@ def parse_target(api_version: str, path: str) -> Target:
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None,
-                  ) -> Response:
-    return Response(encode(obj), status_code=status, media_type="application/json",
-                    headers=headers)
+                  warnings: list[str] | None = None) -> Response:
+    response = Response(encode(obj), status_code=status, media_type="application/json",
+                        headers=headers)
+    for text in warnings or ():
+        response.raw_headers.append((b"warning", warning_header(text)))
+    return response
 
 
 def status_response(err: errors.ApiError) -> Response:
     return json_response(err.status(), err.code, headers=err.headers or None)
 
 
-def media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+def warning_header(text: str) -> bytes:
+    """One `Warning: 299 - "text"` value as kube writes it: quotes and backslashes escaped,
+    control characters (a newline, a NUL) as spaces, anything else as UTF-8; it cannot fail,
+    whatever a client put in a field name."""
+    quoted = "".join("\\" + c if c in '"\\' else (" " if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                     for c in text)
+    return f'299 - "{quoted}"'.encode("utf-8", "replace")
 
 
-async def read_body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise errors.RequestEntityTooLarge("the server has received a request that is too large")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise errors.RequestEntityTooLarge(
-                "the server has received a request that is too large")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def parse_document(raw: bytes, kind: str) -> Any:
-    if kind == "yaml":
-        try:
-            return yaml.safe_load(raw.decode("utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            raise errors.BadRequest(f"error decoding YAML: {e}") from None
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        pass  # the stdlib's message is the one clients know; it also reads 65-bit integers
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise errors.BadRequest(f"couldn't get version/kind; json parse error: {e}") from None
-
-
-async def decode_object(request: Request, resource: Resource, *, kind: str | None = None,
-                        ) -> dict[str, Any]:
-    """The request body as an object of `kind` (JSON, YAML, or protobuf for the kinds
-    kubectl's typed clients send that way)."""
-    content_type = media_type(request)
-    if content_type not in JSON_TYPES + YAML_TYPES + (protobuf.MEDIA_TYPE,):
-        raise errors.UnsupportedMediaType(
-            f'the body of the request was in an unknown format - accepted media types include: '
-            f'{ACCEPTED_BODY_TYPES}')
-    raw = await read_body(request)
-    if not raw.strip():
-        raise errors.BadRequest("the body of the request was empty")
-    if content_type == protobuf.MEDIA_TYPE:
-        body: Any = protobuf.decode(raw, accepted=ACCEPTED_BODY_TYPES)
-    else:
-        body = parse_document(raw, "yaml" if content_type in YAML_TYPES else "json")
-    expected_kind = kind or resource.kind
-    version = resource.version
-    if not isinstance(body, dict):
-        raise errors.BadRequest(f"the body of the request is not a {expected_kind} object")
-    body_kind, api_version = body.get("kind"), body.get("apiVersion")
-    if body_kind not in (None, "", expected_kind):
-        raise errors.BadRequest(f'{expected_kind} in version "{version}" cannot be handled as '
-                                f'a {expected_kind}: kind "{body_kind}" does not match '
-                                f'"{expected_kind}"')
-    if api_version not in (None, "", resource.api_version):
-        raise errors.BadRequest(f'the API version in the data ({api_version}) does not match '
-                                f'the expected API version ({resource.api_version})')
-    if not isinstance(body.get("metadata", {}), dict):
-        raise errors.BadRequest(f'{expected_kind} in version "{version}" cannot be handled as '
-                                f'a {expected_kind}: metadata must be an object')
-    return body
+def unknown_field_warnings(query: Any, unknown: list[str]) -> list[str]:
+    """The warnings of fieldValidation=Warn (Strict refused unknown fields before writing)."""
+    if not unknown or options.field_validation(query) != "Warn":
+        return []
+    return [f'unknown field "{path}"' for path in unknown]
 
 
 def check_body_namespace(body: dict[str, Any], namespace: str | None) -> None:
@@ -168,51 +124,20 @@ def check_body_namespace(body: dict[str, Any], namespace: str | None) -> None:
                                 "namespace sent on the request")
 
 
-def field_validation(request: Request) -> str:
-    """The fieldValidation query parameter: Strict, Warn (the default) or Ignore."""
-    mode = request.query_params.get("fieldValidation", "Warn")
-    if mode not in ("Strict", "Warn", "Ignore"):
-        raise errors.BadRequest(f'fieldValidation must be one of "Ignore", "Warn", or "Strict", '
-                                f'got "{mode}"')
-    return mode
-
-
-def unknown_field_outcome(request: Request, unknown: list[str]) -> dict[str, str]:
-    """The Warning header of fieldValidation=Warn (Strict refused them before writing)."""
-    if not unknown:
-        return {}
-    if field_validation(request) == "Warn":
-        return {"Warning": ", ".join(
-            '299 - "' + f'unknown field "{p}"'.replace('"', '\\"') + '"' for p in unknown)}
-    return {}
-
-
-def dry_run_requested(request: Request, from_body: Any = None) -> bool:
-    """`?dryRun=All` (or DeleteOptions.dryRun): run every check, write nothing."""
-    values = list(request.query_params.getlist("dryRun"))
-    if isinstance(from_body, list):
-        values += [str(v) for v in from_body]
-    for value in values:
-        if value != "All":
-            raise errors.invalid("DryRun", "", [{
-                "reason": "FieldValueNotSupported",
-                "message": f'Unsupported value: "{value}": supported values: "All"',
-                "field": "dryRun"}])
-    return bool(values)
-
-
-def query_bool(request: Request, name: str) -> bool:
-    return request.query_params.get(name, "").lower() in ("true", "1")
-
-
-def query_int(request: Request, name: str) -> int | None:
-    value = request.query_params.get(name)
-    if value in (None, ""):
-        return None
-    try:
-        return int(str(value))
-    except ValueError:
-        raise errors.BadRequest(f'invalid value for {name}: "{value}"') from None
+def check_patched_identity(resource: Resource, patched: Any, target: Target) -> None:
+    """A patch may not rename, move or retype its object (kube's checkName and decoder)."""
+    if not isinstance(patched, dict):
+        raise errors.BadRequest(f"the patched object is not a {resource.kind} object")
+    check_type_meta(patched, resource.kind, resource.api_version)
+    meta = patched.get("metadata") or {}
+    name = meta.get("name")
+    if name != target.name:
+        raise errors.BadRequest(f"the name of the object ({name}) does not match the name on "
+                                f"the URL ({target.name})")
+    namespace = meta.get("namespace")
+    if resource.namespaced and namespace not in (None, "", target.namespace):
+        raise errors.BadRequest("the namespace of the provided object does not match the "
+                                "namespace sent on the request")
 
 
 class ApiServer:
@@ -232,6 +157,9 @@ class ApiServer:
             return await self.dispatch(request, target)
         except errors.ApiError as e:
             return status_response(e)
+        except TooLarge as e:
+            return status_response(errors.RequestEntityTooLarge(
+                f"Request entity too large: {e}"))
         except Unavailable as e:
             log.warning("%s %s: %s", request.method, request.url.path, e)
             return status_response(errors.ServiceUnavailable(
@@ -248,6 +176,9 @@ class ApiServer:
                 return await self.list_or_watch(request, target)
             if method == "POST":
                 return await self.create(request, target)
+            if method == "DELETE" and target.resource.delete_collection and (
+                    target.namespace is not None or not target.resource.namespaced):
+                return await self.delete_collection(request, target)
         elif target.subresource is None:
             if method == "GET":
                 return self.render(request, target, await self.registry.get(
@@ -292,10 +223,10 @@ class ApiServer:
 
     async def list_or_watch(self, request: Request, target: Target) -> Response:
         labels, fields = self.selectors(request, target.resource)
-        if query_bool(request, "watch"):
+        if options.query_bool(request.query_params, "watch"):
             return await self.watch(request, target, labels, fields)
-        options = parse_list_options(request.query_params)
-        page = await self.registry.list_page(target.resource, target.namespace, options,
+        list_options = parse_list_options(request.query_params)
+        page = await self.registry.list_page(target.resource, target.namespace, list_options,
                                              labels=labels, fields=fields)
         if tables.wants_table(request.headers.get("accept")):
             table = tables.to_table(
@@ -310,14 +241,14 @@ class ApiServer:
 
     async def watch(self, request: Request, target: Target, labels: Any, fields: Any,
                     ) -> Response:
-        timeout = query_int(request, "timeoutSeconds")
+        timeout = options.query_int(request.query_params, "timeoutSeconds")
         watch_request = WatchRequest(
             resource=target.resource, namespace=target.namespace,
             resource_version=request.query_params.get("resourceVersion"),
             labels=labels, fields=fields,
             timeout_seconds=float(timeout) if timeout and timeout > 0 else DEFAULT_WATCH_TIMEOUT,
-            bookmarks=query_bool(request, "allowWatchBookmarks"),
-            send_initial_events=query_bool(request, "sendInitialEvents"))
+            bookmarks=options.query_bool(request.query_params, "allowWatchBookmarks"),
+            send_initial_events=options.query_bool(request.query_params, "sendInitialEvents"))
         check_watch_options(request.query_params,
                             send_initial_events=watch_request.send_initial_events,
                             bookmarks=watch_request.bookmarks)
@@ -332,44 +263,52 @@ class ApiServer:
 
     # -- writes ------------------------------------------------------------------------
 
-    async def create(self, request: Request, target: Target) -> Response:
-        strict = field_validation(request) == "Strict"
-        body = await decode_object(request, target.resource)
+    async def decode(self, request: Request, target: Target,
+                     ) -> tuple[dict[str, Any], list[str], bool]:
+        """(the body decoded as the resource's kind, the warnings to send, dry run?): all
+        of it decided before anything is written."""
+        query = request.query_params
+        strict = options.field_validation(query) == "Strict"
+        dry_run = options.dry_run(query)
+        resource = target.resource
+        body = await decode_object(request, resource.kind, resource.api_version)
         check_body_namespace(body, target.namespace)
-        dry_run = dry_run_requested(request)
-        obj, unknown = await self.registry.create(target.resource, target.namespace, body,
-                                                  strict=strict, dry_run=dry_run)
-        headers = unknown_field_outcome(request, unknown)
+        pruned, unknown = registry_decode(resource, body, strict=strict)
+        return pruned, unknown_field_warnings(query, unknown), dry_run
+
+    async def create(self, request: Request, target: Target) -> Response:
+        body, warnings, dry_run = await self.decode(request, target)
+        obj, _ = await self.registry.create(target.resource, target.namespace, body,
+                                            dry_run=dry_run, decoded=True)
         if not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
-        return json_response(obj, 201, headers)
+        return json_response(obj, 201, warnings=warnings)
 
     async def update(self, request: Request, target: Target) -> Response:
         assert target.name is not None
-        strict = field_validation(request) == "Strict"
-        body = await decode_object(request, target.resource)
-        check_body_namespace(body, target.namespace)
-        obj, unknown, created = await self.registry.update(target.resource, target.namespace,
-                                                           target.name, body, strict=strict,
-                                                           subresource=target.subresource,
-                                                           dry_run=dry_run_requested(request))
-        headers = unknown_field_outcome(request, unknown)
-        if created:
+        body, warnings, dry_run = await self.decode(request, target)
+        obj, _, created = await self.registry.update(target.resource, target.namespace,
+                                                     target.name, body, decoded=True,
+                                                     subresource=target.subresource,
+                                                     dry_run=dry_run)
+        if created and not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
-        return json_response(obj, 201 if created else 200, headers)
+        return json_response(obj, 201 if created else 200, warnings=warnings)
 
     async def patch(self, request: Request, target: Target) -> Response:
         assert target.name is not None
         patch_type = PATCH_TYPES.get(media_type(request))
         if patch_type is None:
-            raise errors.UnsupportedMediaType(
-                f'the body of the request was in an unknown format - accepted media types '
-                f'include: {", ".join(PATCH_TYPES)}')
-        document = parse_document(await read_body(request), "json")
+            raise unsupported_media_type(", ".join(PATCH_TYPES))
+        dry_run = options.dry_run(request.query_params)
+        options.field_validation(request.query_params)
+        document = await parse_body(await read_body(request), "json")
         resource = target.resource
         precondition = None
         if isinstance(document, dict):
-            precondition = (document.get("metadata") or {}).get("resourceVersion") or None
+            meta = document.get("metadata")
+            if isinstance(meta, dict) and isinstance(meta.get("resourceVersion"), str):
+                precondition = meta["resourceVersion"] or None
 
         def apply(current: dict[str, Any]) -> dict[str, Any]:
             if patch_type == "merge":
@@ -379,6 +318,7 @@ class ApiServer:
             else:
                 patched = patch.apply_strategic_merge_patch(current, document,
                                                             merge_keys=resource.merge_keys)
+            check_patched_identity(resource, patched, target)
             pruned, _ = schema.decode(resource.model, patched)
             return objects.prepare_for_update(resource, pruned, current,
                                               subresource=target.subresource)
@@ -386,28 +326,20 @@ class ApiServer:
         obj = await self.registry.guaranteed_update(resource, target.namespace, target.name,
                                                     apply, precondition=precondition,
                                                     subresource=target.subresource,
-                                                    dry_run=dry_run_requested(request))
+                                                    dry_run=dry_run)
         return json_response(obj)
 
     async def delete(self, request: Request, target: Target) -> Response:
         assert target.name is not None
-        options: dict[str, Any] = {}
-        if media_type(request) in JSON_TYPES + YAML_TYPES:
-            raw = await read_body(request)
-            if raw.strip():
-                parsed = parse_document(raw, "yaml" if media_type(request) in YAML_TYPES
-                                        else "json")
-                if not isinstance(parsed, dict):
-                    raise errors.BadRequest("DeleteOptions must be an object")
-                options = parsed
-        grace = query_int(request, "gracePeriodSeconds")
-        if grace is None and options.get("gracePeriodSeconds") is not None:
-            grace = int(options["gracePeriodSeconds"])
-        dry_run = dry_run_requested(request, options.get("dryRun"))
+        body = await decode_optional_object(request, "DeleteOptions",
+                                            target.resource.api_version,
+                                            accept_api_versions=DELETE_OPTIONS_VERSIONS)
+        delete_options = options.delete_options(request.query_params, body)
         obj, deleted = await self.registry.delete(
-            target.resource, target.namespace, target.name, grace_period=grace,
-            preconditions=options.get("preconditions"), dry_run=dry_run)
-        log.info("%s%s %s %s", "dry run: " if dry_run else "",
+            target.resource, target.namespace, target.name,
+            grace_period=delete_options.grace_period_seconds,
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+        log.info("%s%s %s %s", "dry run: " if delete_options.dry_run else "",
                  "deleted" if deleted else "marked for deletion", target.resource.plural,
                  describe(obj))
         if target.resource.returns_deleted_object or not deleted:
@@ -417,16 +349,40 @@ class ApiServer:
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
                               "status": "Success", "details": details})
 
+    async def delete_collection(self, request: Request, target: Target) -> Response:
+        resource = target.resource
+        labels, fields = self.selectors(request, resource)
+        list_options = parse_list_options(request.query_params)
+        body = await decode_optional_object(request, "DeleteOptions", resource.api_version,
+                                            accept_api_versions=DELETE_OPTIONS_VERSIONS)
+        delete_options = options.delete_options(request.query_params, body)
+        done = await self.registry.delete_collection(
+            resource, target.namespace, list_options, labels=labels, fields=fields,
+            grace_period=delete_options.grace_period_seconds,
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+        selected = " ".join(f"{k}={request.query_params[k]}" for k in
+                            ("labelSelector", "fieldSelector") if request.query_params.get(k))
+        log.info("%sdeletecollection %s%s%s: %d object(s)",
+                 "dry run: " if delete_options.dry_run else "", resource.plural,
+                 f" in {target.namespace}" if target.namespace else "",
+                 f" ({selected})" if selected else "", len(done))
+        return json_response({"kind": resource.list_kind, "apiVersion": resource.api_version,
+                              "metadata": {}, "items": done})
+
     async def bind(self, request: Request, target: Target) -> Response:
         assert target.name is not None and target.namespace is not None
-        binding = await decode_object(request, target.resource, kind="Binding")
+        dry_run = options.dry_run(request.query_params)
+        body = await decode_object(request, "Binding", "v1")
+        binding, _ = schema.decode(Binding, body)
         body_name = (binding.get("metadata") or {}).get("name")
         if body_name and body_name != target.name:
             raise errors.BadRequest(f"the name of the object ({body_name}) does not match the "
                                     f"name on the URL ({target.name})")
-        await self.registry.bind(target.resource, target.namespace, target.name, binding)
-        log.info("bound pod %s/%s to %s", target.namespace, target.name,
-                 (binding.get("target") or {}).get("name"))
+        await self.registry.bind(target.resource, target.namespace, target.name, binding,
+                                 dry_run=dry_run)
+        if not dry_run:
+            log.info("bound pod %s/%s to %s", target.namespace, target.name,
+                     (binding.get("target") or {}).get("name"))
         return json_response(SUCCESS_CREATED, 201)
 
     async def pod_log(self, request: Request, target: Target) -> Response:

@@ -154,6 +154,7 @@ class Closed:
     """The cache stopped (etcd failed) or this watcher fell too far behind."""
 
     reason: str
+    storage_failed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +237,7 @@ class ResourceCache:
         self.floor = 0
         self.revision = 0  # every change up to here has been applied
         self.last_change = 0  # the revision of the newest change applied
-        self.ready = False
+        self._ready = asyncio.Event()
         self.watchers: set[CacheWatcher] = set()
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._stream: EtcdWatch | None = None
@@ -245,6 +246,29 @@ class ResourceCache:
         self._bump: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._followed_for = 0.0
+
+    @property
+    def ready(self) -> bool:
+        """Following etcd: the store and window are current."""
+        return self._ready.is_set()
+
+    @ready.setter
+    def ready(self, value: bool) -> None:
+        if value:
+            self._ready.set()
+        else:
+            self._ready.clear()
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait (at most `timeout` seconds) until the cache follows etcd."""
+        if self.ready:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def start(self) -> None:
         if self._task is None:
@@ -425,7 +449,7 @@ class ResourceCache:
                 self.ready = False
                 self._stream = None
                 self._fail_waiters()
-                self._broadcast(Closed("watch cache restarting"))
+                self._broadcast(Closed("watch cache restarting", storage_failed=True))
                 self.watchers.clear()
             await asyncio.sleep(backoff)
             backoff = 0.5 if self._was_healthy() else min(backoff * 2, 5.0)

@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from apiserver.resources import RESOURCES, group_version, groups
+from apiserver.resources import RESOURCES, Resource, group_version, groups
 from common.errors import NotFound
 
 KUBERNETES_MAJOR = "1"
@@ -32,6 +32,8 @@ GIT_VERSION = f"v{KUBERNETES_MAJOR}.{KUBERNETES_MINOR}.0+kubelite"
 BUILD_DATE = "2025-01-01T00:00:00Z"
 
 ALL_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
+COLLECTION_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update",
+                    "watch")
 STATUS_VERBS = ("get", "patch", "update")
 JSON = "application/json"
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
@@ -78,6 +80,10 @@ SERVICES = ResourceInfo(plural="services", singular="service", kind="Service", n
                         verbs=("get", "list"), short_names=("svc",), categories=("all",))
 
 
+def verbs(resource: Resource) -> tuple[str, ...]:
+    return COLLECTION_VERBS if resource.delete_collection else ALL_VERBS
+
+
 def served_resources(group: str, version: str) -> list[ResourceInfo]:
     """Every resource of one group version, sorted by name as kube-apiserver lists them."""
     infos = [SERVICES] if (group, version) == ("", "v1") else []
@@ -88,7 +94,7 @@ def served_resources(group: str, version: str) -> list[ResourceInfo]:
                              for name in sorted(resource.subresources))
         infos.append(ResourceInfo(
             plural=plural, singular=resource.singular, kind=resource.kind,
-            namespaced=resource.namespaced, verbs=ALL_VERBS,
+            namespaced=resource.namespaced, verbs=verbs(resource),
             short_names=resource.short_names, categories=resource.categories,
             subresources=subresources, group=group, version=version))
     return sorted(infos, key=lambda info: info.plural)

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apiserver.cacher import CachedObject, Describe, ResourceCache, cached_object, is_selected
+from apiserver.options import query_int
 from apiserver.selectors import FieldSelector, LabelSelector
 from apiserver.storage import Compacted, FutureRevision, Storage
 from common import errors
@@ -74,12 +75,8 @@ def parse_list_options(query: Mapping[str, str]) -> ListOptions:
     rv = query.get("resourceVersion", "")
     match = query.get("resourceVersionMatch", "")
     token = query.get("continue", "")
-    limit_text = query.get("limit", "")
-    try:
-        limit = int(limit_text) if limit_text else 0
-    except ValueError:
-        raise errors.BadRequest(f'invalid value for limit: "{limit_text}"') from None
-    limit = max(limit, 0)  # kube treats a negative limit as none
+    limit = max(query_int(query, "limit") or 0, 0)  # kube treats a negative limit as none
+    query_int(query, "timeoutSeconds")  # unused by a LIST, but it must be an integer
     causes = []
     if match:
         if not rv:
@@ -126,6 +123,9 @@ def check_watch_options(query: Mapping[str, str], *, send_initial_events: bool,
                                   "allowWatchBookmarks to true"})
     if causes:
         raise invalid_list_options(causes)
+    rv = query.get("resourceVersion", "")
+    if rv:
+        parse_revision(rv)
 
 
 def invalid_list_options(causes: list[dict[str, str]]) -> errors.Invalid:

@@ -9,6 +9,7 @@ as long as the kubelet streams it, and dropping the client drops the upstream st
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -16,6 +17,7 @@ from urllib.parse import quote
 import httpx
 from starlette.responses import Response, StreamingResponse
 
+from apiserver.validation import is_dns1123_subdomain
 from common import errors
 
 FORWARDED_PARAMS = ("follow", "tailLines", "timestamps", "previous", "sinceSeconds",
@@ -43,17 +45,35 @@ def choose_container(pod: Mapping[str, Any], requested: str | None) -> str:
 
 
 def kubelet_base_url(node: Mapping[str, Any]) -> str:
+    """http://HOST:PORT of the node's kubelet, built only from parts that parse as an IP
+    address (or a DNS name) and a port: nothing else a Node says reaches the URL."""
     status = node.get("status") or {}
     node_name = (node.get("metadata") or {}).get("name", "")
     addresses = {a.get("type"): a.get("address") for a in status.get("addresses") or []}
-    host = addresses.get("InternalIP") or addresses.get("ExternalIP") or addresses.get("Hostname")
     port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
-    if not host or not port:
+    host = None
+    for kind in ("InternalIP", "ExternalIP", "Hostname"):
+        host = kubelet_host(kind, addresses.get(kind))
+        if host is not None:
+            break
+    if host is None or not isinstance(port, int) or isinstance(port, bool) \
+            or not 0 < port <= 65535:
         raise errors.InternalError(f"node {node_name} does not report a kubelet address "
                                    f"(status.addresses / daemonEndpoints.kubeletEndpoint)")
-    if ":" in str(host) and not str(host).startswith("["):
-        host = f"[{host}]"  # IPv6
-    return f"http://{host}:{int(port)}"
+    return f"http://{host}:{port}"
+
+
+def kubelet_host(kind: str, address: Any) -> str | None:
+    """The URL host of one node address, or None when it is not a valid one."""
+    if not isinstance(address, str) or not address:
+        return None
+    if kind == "Hostname":
+        return address if not is_dns1123_subdomain(address) else None
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    return f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
 
 
 def kubelet_log_url(pod: Mapping[str, Any], node: Mapping[str, Any], container: str) -> str:

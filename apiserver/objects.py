@@ -104,10 +104,17 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, A
     out = with_type_meta(resource, new)
     old_meta = old.get("metadata") or {}
     meta = {k: v for k, v in (new.get("metadata") or {}).items() if k not in _SERVER_SET_META}
-    for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+    # rest.BeforeUpdate: timestamps and generation are the server's; a uid the client
+    # sent must be the object's (validation refuses another), a missing one is kept
+    for key in ("creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                 "generation"):
         if key in old_meta:
             meta[key] = old_meta[key]
+    sent_uid = (new.get("metadata") or {}).get("uid")
+    if sent_uid:
+        meta["uid"] = sent_uid
+    elif "uid" in old_meta:
+        meta["uid"] = old_meta["uid"]
     meta["name"] = old_meta.get("name")
     if "namespace" in old_meta:
         meta["namespace"] = old_meta["namespace"]

@@ -200,6 +200,13 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
             "parameters": _path_params(info, named=True),
         },
     }
+    if "deletecollection" in info.verbs:
+        delete_collection = _operation(gv, "delete", info, list_kind, "deletecollection",
+                                       DELETE_PARAMS + LIST_PARAMS)
+        scope = "Namespaced" if info.namespaced else ""
+        delete_collection["operationId"] = (f"delete{gv.operation_prefix}Collection{scope}"
+                                            f"{info.kind}")
+        paths[collection]["delete"] = delete_collection
     for sub in info.subresources:
         if sub.name == "status":
             paths[f"{item}/status"] = {

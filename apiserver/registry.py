@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from apiserver import objects, schema, validation
@@ -188,16 +188,17 @@ class Registry:
     # -- writes ------------------------------------------------------------------------
 
     async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
-                     *, strict: bool = False,
-                     dry_run: bool = False) -> tuple[dict[str, Any], list[str]]:
+                     *, strict: bool = False, dry_run: bool = False,
+                     decoded: bool = False) -> tuple[dict[str, Any], list[str]]:
         """Store a new object; returns it and the unknown fields that were dropped
         (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written;
-        `dry_run`: every check, no write)."""
-        pruned, unknown = decode(resource, body, strict=strict)
+        `dry_run`: every check, no write; `decoded`: the body went through decode already)."""
+        pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
         obj = objects.default_object(resource, obj)
         name = object_name(obj)
         check_no_causes(resource, name or object_name(body), validation.validate(resource, obj))
+        resource.admit(obj)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
         check_create(self.terminating_namespaces, resource.qualified, name, namespace)
@@ -223,11 +224,11 @@ class Registry:
 
     async def update(self, resource: Resource, namespace: str | None, name: str,
                      body: dict[str, Any], *, subresource: str | None = None,
-                     strict: bool = False,
-                     dry_run: bool = False) -> tuple[dict[str, Any], list[str], bool]:
+                     strict: bool = False, dry_run: bool = False,
+                     decoded: bool = False) -> tuple[dict[str, Any], list[str], bool]:
         """Replace an object; returns it, the unknown fields dropped, and whether the PUT
         created it (resources whose strategy allows create on update, like leases)."""
-        pruned, unknown = decode(resource, body, strict=strict)
+        pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
         precondition = (body.get("metadata") or {}).get("resourceVersion") or None
         body_name = object_name(pruned)
         if body_name and body_name != name:
@@ -250,7 +251,7 @@ class Registry:
                     if k != "resourceVersion"}
             created, _ = await self.create(resource, namespace,
                                            {**body, "metadata": {**meta, "name": name}},
-                                           strict=strict, dry_run=dry_run)
+                                           strict=strict, dry_run=dry_run, decoded=decoded)
             return created, unknown, True
         return updated, unknown, False
 
@@ -294,7 +295,7 @@ class Registry:
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      grace_period: int | None = None,
-                     preconditions: dict[str, Any] | None = None,
+                     preconditions: Mapping[str, Any] | None = None,
                      dry_run: bool = False) -> tuple[dict[str, Any], bool]:
         """Delete now, or mark for deletion as the resource's strategy says (graceful
         deletion, finalizers, a Terminating namespace); returns (object, deleted_now)."""
@@ -324,23 +325,45 @@ class Registry:
                 continue
         raise conflict(resource, name)
 
+    async def delete_collection(self, resource: Resource, namespace: str | None,
+                                options: ListOptions, *, labels: LabelSelector | None = None,
+                                fields: FieldSelector | None = None,
+                                grace_period: int | None = None,
+                                preconditions: Mapping[str, Any] | None = None,
+                                dry_run: bool = False) -> list[dict[str, Any]]:
+        """deletecollection: delete every object the LIST with `options` returns (one page
+        when it has a limit, as kube does); returns what each delete returned. Objects gone
+        in the meantime are skipped."""
+        page = await self.list_page(resource, namespace, options, labels=labels, fields=fields)
+        done = []
+        for item in page.items:
+            meta = item.obj.get("metadata") or {}
+            try:
+                obj, _ = await self.delete(resource, meta.get("namespace"), meta.get("name", ""),
+                                           grace_period=grace_period,
+                                           preconditions=preconditions, dry_run=dry_run)
+            except errors.NotFound:
+                continue
+            done.append(obj)
+        return done
+
     def _marked_for_deletion(self, resource: Resource, name: str) -> None:
         if resource.terminates_namespace:
             self.terminating_namespaces.add(name)
 
     async def bind(self, resource: Resource, namespace: str, name: str,
-                   binding: dict[str, Any]) -> None:
+                   binding: dict[str, Any], *, dry_run: bool = False) -> None:
         """The binding subresource (pods/binding): the strategy checks the Binding and says
         what it changes; a binding is not an update, so only its own rules apply."""
         if resource.bind is None:
             raise errors.MethodNotAllowed("the server does not allow this method on the "
                                           "requested resource")
         await self.guaranteed_update(resource, namespace, name, resource.bind(name, binding),
-                                     validate=False)
+                                     validate=False, dry_run=dry_run)
 
 
 def check_preconditions(resource: Resource, name: str, kv: KV,
-                        preconditions: dict[str, Any]) -> None:
+                        preconditions: Mapping[str, Any]) -> None:
     uid = preconditions.get("uid")
     if uid and uid != (kv.value.get("metadata") or {}).get("uid"):
         raise conflict(resource, name,

@@ -50,9 +50,44 @@ def decode(model: type[KubeModel], obj: dict[str, Any]) -> tuple[dict[str, Any],
         raise BadRequest(f'{data_kind} in version "{version}" cannot be handled as a {kind}: '
                          f"{go_decode_message(model, e.errors()[0])}") from None
     pruned = parsed.model_dump(by_alias=True, exclude_unset=True, exclude_none=True)
+    drop_empty(model, pruned)
     unknown: list[str] = []
     collect_unknown(model, obj, "", unknown)
     return pruned, unknown
+
+
+# Lists kube serializes even when empty (no `omitempty` in their Go tags).
+_KEPT_WHEN_EMPTY = frozenset({"containers"})
+
+
+def drop_empty(model: type[KubeModel], obj: dict[str, Any]) -> None:
+    """Remove empty maps and lists in place, as Go's `omitempty` does when kube stores an
+    object: `labels: {}` or `tolerations: []` is the same object as none at all (so
+    writing it is no change). Empty structs (`resources: {}`) stay, as in kube."""
+    shapes = field_shapes(model)
+    for key in list(obj):
+        value = obj[key]
+        shape = shapes.get(key)
+        if shape is None:
+            continue
+        if isinstance(value, dict):
+            # dict[str, Any] stands for a struct kubelite does not model: kept when empty
+            if shape.go_type.startswith("map[") and shape.go_type != "map[string]interface {}":
+                if not value and key not in _KEPT_WHEN_EMPTY:
+                    del obj[key]
+                elif shape.container == "map" and shape.model is not None:
+                    for item in value.values():
+                        if isinstance(item, dict):
+                            drop_empty(shape.model, item)
+            elif shape.model is not None:
+                drop_empty(shape.model, value)
+        elif isinstance(value, list):
+            if not value and key not in _KEPT_WHEN_EMPTY:
+                del obj[key]
+            elif shape.container == "list" and shape.model is not None:
+                for item in value:
+                    if isinstance(item, dict):
+                        drop_empty(shape.model, item)
 
 
 def strict_decoding_message(unknown: list[str]) -> str:

@@ -54,6 +54,10 @@ class Unavailable(StorageError):
     """etcd did not answer in time or is unreachable."""
 
 
+class TooLarge(StorageError):
+    """etcd refused a write larger than its --max-request-bytes."""
+
+
 class KeyExists(StorageError):
     pass
 
@@ -199,6 +203,9 @@ class Storage:
                     raise Compacted(revision, 0) from e
                 if "future" in (e.details() or ""):
                     raise FutureRevision(revision) from e
+            if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED) \
+                    and "too large" in (e.details() or "").lower():
+                raise TooLarge(e.details()) from e
             raise _unavailable(e) from e
         except TimeoutError as e:
             raise _unavailable(e) from e

@@ -40,6 +40,8 @@ from common import errors
 log = logging.getLogger("apiserver.watch")
 
 BOOKMARK_INTERVAL = 5.0
+# How long a new watch waits for a (re)starting watch cache before a 429.
+CACHE_READY_WAIT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,10 @@ async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator
     """Start a watch; errors that happen before the first event (a bad resourceVersion,
     etcd down) raise here, so the caller can still answer with a Status."""
     rv = request.resource_version or ""
+    if not await registry.cache(request.resource).wait_ready(CACHE_READY_WAIT):
+        # kube's cacher answers the same while it (re)initializes: clients back off
+        raise errors.TooManyRequests("storage is (re)initializing",
+                                     headers={"Retry-After": "1"})
     initial: list[CachedObject] = []
     if request.send_initial_events or rv in ("", "0"):
         # unset: the state now (consistent); "0": any state; N: not older than N
@@ -153,6 +159,10 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[Cache
             continue
         if isinstance(item, Closed):
             log.info("watch of %s closed: %s", request.resource.plural, item.reason)
+            if item.storage_failed:
+                # an ERROR event, so a client backs off instead of re-watching at once
+                yield error_event(errors.InternalError(
+                    f"etcd is unavailable: {item.reason}; retry after a pause"))
             return
         if isinstance(item, Expired):
             yield error_event(errors.too_old_resource_version(item.requested, item.oldest))
@@ -194,7 +204,7 @@ async def _changes_after(registry: Registry, request: WatchRequest, after: int,
     except Compacted as e:
         yield Expired(e.requested, e.compact_revision)
     except StorageError as e:
-        yield Closed(str(e))
+        yield Closed(str(e), storage_failed=True)
     finally:
         if ticker is not None:
             ticker.cancel()

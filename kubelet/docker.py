@@ -447,7 +447,33 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         body["Cmd"] = list(container["args"])
     if container.get("workingDir"):
         body["WorkingDir"] = container["workingDir"]
+    apply_security_context(body, pod, container)
     return body
+
+
+def apply_security_context(body: dict[str, Any], pod: Mapping[str, Any],
+                           container: Mapping[str, Any]) -> None:
+    """The security settings the kubelet honours (the apiserver refuses the others, see
+    apiserver/resources/pod_admission.py): the container's own, else the pod's."""
+    pod_security = (pod.get("spec") or {}).get("securityContext") or {}
+    security = container.get("securityContext") or {}
+    host_config = body["HostConfig"]
+    user = security.get("runAsUser", pod_security.get("runAsUser"))
+    group = security.get("runAsGroup", pod_security.get("runAsGroup"))
+    if user is not None:
+        body["User"] = f"{user}:{group}" if group is not None else str(user)
+    groups = [*(pod_security.get("supplementalGroups") or [])]
+    if pod_security.get("fsGroup") is not None:
+        groups.append(pod_security["fsGroup"])
+    if groups:
+        host_config["GroupAdd"] = [str(g) for g in groups]
+    if security.get("readOnlyRootFilesystem"):
+        host_config["ReadonlyRootfs"] = True
+    dropped = (security.get("capabilities") or {}).get("drop") or []
+    if dropped:
+        host_config["CapDrop"] = [str(c) for c in dropped]
+    if security.get("allowPrivilegeEscalation") is False:
+        host_config["SecurityOpt"] = ["no-new-privileges"]
 
 
 def image_info(data: Mapping[str, Any]) -> ImageInfo:

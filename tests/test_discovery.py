@@ -52,8 +52,8 @@ async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> Non
         "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "coordination.k8s.io/v1",
         "resources": [{"name": "leases", "singularName": "lease", "namespaced": True,
                        "kind": "Lease",
-                       "verbs": ["create", "delete", "get", "list", "patch", "update",
-                                 "watch"]}]}
+                       "verbs": ["create", "delete", "deletecollection", "get", "list",
+                                 "patch", "update", "watch"]}]}
     for path in ("/apis/apps", "/apis/coordination.k8s.io/v2", "/apis/apps/v1"):
         missing = await client.get(path)
         assert missing.status_code == 404, path
@@ -70,7 +70,8 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
         "pods/binding", "pods/log", "pods/status", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
-        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                  "watch"],
         "shortNames": ["po"], "categories": ["all"]}
     assert by_name["pods/binding"] == {"name": "pods/binding", "singularName": "",
                                        "namespaced": True, "kind": "Binding",
@@ -98,7 +99,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     assert pods == {
         "resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
         "scope": "Namespaced", "singularResource": "pod",
-        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
+                  "watch"],
         "shortNames": ["po"], "categories": ["all"],
         "subresources": [
             {"subresource": "binding", "verbs": ["create"],
@@ -117,7 +119,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
             "resource": "leases",
             "responseKind": {"group": "coordination.k8s.io", "version": "v1", "kind": "Lease"},
             "scope": "Namespaced", "singularResource": "lease",
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}]}]}]
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+                      "update", "watch"]}]}]}]
     beta = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT.split(",", 1)[1]})
     assert beta.headers["content-type"].endswith(";v=v2beta1;as=APIGroupDiscoveryList")
 
@@ -233,7 +236,7 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
     wide = table_lines(kubectl("api-resources", "-o", "wide"))
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     pods = next(row for row in wide if row[0] == "pods")
-    assert pods[-2:] == ["create,delete,get,list,patch,update,watch", "all"]
+    assert pods[-2:] == ["create,delete,deletecollection,get,list,patch,update,watch", "all"]
 
 
 def test_kubectl_cluster_info(kubectl: Kubectl, apiserver: ApiServer) -> None:

@@ -631,3 +631,21 @@ async def test_node_agent_retries_registration_while_the_apiserver_restarts() ->
     api.failures = [errors.Forbidden("no")]
     with pytest.raises(errors.Forbidden):
         await NodeAgent(client=api, runtime=_FakeRuntime(), config=config).register()  # type: ignore[arg-type]
+
+
+def test_the_security_settings_the_kubelet_honours_reach_docker() -> None:
+    pod = {"metadata": {"name": "p", "namespace": "default", "uid": "u"},
+           "spec": {"securityContext": {"runAsUser": 1000, "runAsGroup": 3000,
+                                        "supplementalGroups": [4000], "fsGroup": 2000},
+                    "containers": [{"name": "c", "image": "busybox", "securityContext": {
+                        "runAsUser": 1001, "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]}}}]}}
+    body = container_create_body(pod, pod["spec"]["containers"][0], node_name="n",
+                                 sandbox_id="s", attempt=0)
+    assert body["User"] == "1001:3000"
+    host = body["HostConfig"]
+    assert host["GroupAdd"] == ["4000", "2000"]
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]

@@ -442,12 +442,14 @@ def test_strategic_merge_patch_errors(patch: Any, error: type[ApiError], message
     assert caught.value.message == message
 
 
-def test_strategic_merge_patch_unknown_error_is_a_500_without_reason() -> None:
+def test_strategic_merge_patch_errors_blame_the_patch_not_the_server() -> None:
+    # kube-apiserver answers these 500 with no reason; a bad patch is the client's error
     with pytest.raises(UnknownError) as caught:
         apply_strategic_merge_patch(POD, {"spec": {"containers": [{"image": "x"}]}},
                                     merge_keys=PODS.merge_keys)
-    assert caught.value.status()["code"] == 500
-    assert caught.value.status()["reason"] == ""
+    assert caught.value.status()["code"] == 400
+    assert caught.value.status()["reason"] == "BadRequest"
+    assert "does not contain declared merge key: name" in caught.value.message
 
 
 def test_strategic_merge_patch_list_of_lists_is_a_422() -> None:

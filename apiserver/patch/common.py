@@ -3,18 +3,17 @@ and the errors kube-apiserver answers with."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
-from common.errors import ApiError, Invalid
+from common.errors import BadRequest, Invalid
 
 JSON = Any
 
 
-class UnknownError(ApiError):
-    """What kube-apiserver answers for a plain (non-Status) error: 500, reason "" (Unknown)."""
-
-    code: ClassVar[int] = 500
-    reason: ClassVar[str] = ""
+class UnknownError(BadRequest):
+    """A patch kube's merge code refuses with a plain error. kube-apiserver answers those
+    500 with no reason, blaming itself; the patch is at fault, so this is a 400 with
+    kube's message."""
 
 
 

@@ -21,9 +21,13 @@ def _decode_pointer_token(token: str) -> str:
 
 
 def _go_atoi(key: str) -> int:
-    stripped = key[1:] if key[:1] in "+-" else key
-    if not stripped.isascii() or not stripped.isdigit():
+    """An array index token: RFC 6901's `0` or digits without a leading zero (`00`, `+1`
+    and `01` name no element), or a negative index as kube's json-patch allows."""
+    digits = key[1:] if key[:1] == "-" else key
+    if not digits.isascii() or not digits.isdigit():
         raise _PatchFailed(f'strconv.Atoi: parsing "{key}": invalid syntax')
+    if len(digits) > 1 and digits[0] == "0" or key == "-0":
+        raise _PatchFailed(f'array index "{key}" has a leading zero (RFC 6901)')
     return int(key)
 
 

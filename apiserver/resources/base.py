@@ -31,6 +31,10 @@ def no_causes(new: Object, old: Object) -> list[Cause]:
     return []
 
 
+def no_admission(obj: Object) -> None:
+    return None
+
+
 def no_warnings(obj: Object) -> list[str]:
     return []
 
@@ -73,6 +77,8 @@ class Resource:
     validate_update: Callable[[Object, Object], list[Cause]]
     validate_status_update: Callable[[Object, Object], list[Cause]] = no_causes
     warnings: Callable[[Object], list[str]] = no_warnings
+    # Validating admission of a new object: raises (Forbidden) to refuse it.
+    admit: Callable[[Object], None] = no_admission
     # The status a client sends on create is kept (nodes register with their status).
     keeps_status_on_create: bool = False
     # metadata.generation is set on create and bumped when the spec changes.
@@ -93,6 +99,8 @@ class Resource:
     returns_deleted_object: bool = False
     # Deleting one starts emptying a namespace: creates in it are refused from then on.
     terminates_namespace: bool = False
+    # DELETE on the collection (deletecollection) is served; kube has it for most kinds.
+    delete_collection: bool = True
 
     # --- subresources
     # pods/binding: (name, Binding) -> the change it makes; raises when the Binding is invalid.

@@ -147,6 +147,6 @@ NAMESPACES = Resource(
                                "namespaces is optional."},
     default=default_namespace, validate=validate_namespace, validate_update=validate_update,
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True,
-    terminates_namespace=True, fields=FIELDS, columns=COLUMNS, cells=namespace_cells,
+    terminates_namespace=True, delete_collection=False, fields=FIELDS, columns=COLUMNS, cells=namespace_cells,
     merge_keys={"status.conditions": "type"},
 )

@@ -3,6 +3,7 @@ Table and merge keys), as one `Resource`. Nodes register with their status, and 
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,9 @@ from apiserver.validation import (
     choice,
     duplicate,
     forbidden,
+    inclusive_range_error,
     invalid,
+    is_dns1123_subdomain,
     is_label_value,
     is_qualified_name,
     name_is_dns_subdomain,
@@ -45,11 +48,36 @@ def validate_node(node: dict[str, Any]) -> list[Cause]:
     spec = node.get("spec") or {}
     # kube builds this path from "metadata", so taint errors read metadata.taints[i]
     errs += validate_taints(spec.get("taints") or [], "metadata.taints")
-    return errs + validate_node_resources(node.get("status") or {})
+    status = node.get("status") or {}
+    return errs + validate_node_resources(status) + validate_node_endpoints(status)
+
+
+def validate_node_endpoints(status: dict[str, Any]) -> list[Cause]:
+    """What the apiserver will dial (pods/log goes to the node's kubelet): IP addresses that
+    are IP addresses, names that are DNS names, a port that is a port. kube is laxer here;
+    a Node must not be able to make the apiserver fetch an arbitrary URL."""
+    errs: list[Cause] = []
+    for i, address in enumerate(status.get("addresses") or []):
+        kind, value = address.get("type"), address.get("address") or ""
+        path = f"status.addresses[{i}].address"
+        if kind in ("InternalIP", "ExternalIP"):
+            try:
+                ipaddress.ip_address(value)
+            except ValueError:
+                errs.append(invalid(path, value, "must be a valid IP address"))
+        elif kind in ("Hostname", "InternalDNS", "ExternalDNS"):
+            errs += [invalid(path, value, msg) for msg in is_dns1123_subdomain(value)]
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    if port is not None and (not isinstance(port, int) or isinstance(port, bool)
+                             or not 0 <= port <= 65535):
+        errs.append(invalid("status.daemonEndpoints.kubeletEndpoint.Port", port,
+                            inclusive_range_error(0, 65535)))
+    return errs
 
 
 def validate_node_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     errs = validate_node_resources(new.get("status") or {})
+    errs += validate_node_endpoints(new.get("status") or {})
     seen: list[Any] = []
     for i, address in enumerate((new.get("status") or {}).get("addresses") or []):
         if address in seen:

@@ -19,6 +19,7 @@ from apiserver.validation import (
     inclusive_range_error,
     invalid,
     is_dns1123_label,
+    is_dns1123_subdomain,
     is_extended_resource,
     is_label_value,
     is_native_resource,
@@ -537,4 +538,7 @@ def validate_binding(binding: dict[str, Any]) -> list[Cause]:
         errs.append(not_supported("target.kind", target["kind"], ("Node", "<empty>")))
     if not target.get("name"):
         errs.append(required("target.name"))
+    else:  # kube stops here; a pod bound to a bad name could then never be updated
+        errs += [invalid("target.name", target["name"], msg)
+                 for msg in is_dns1123_subdomain(target["name"])]
     return errs

@@ -18,6 +18,7 @@ from typing import Any
 
 from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource
+from apiserver.resources.pod_admission import admit
 from apiserver.resources.pod_validation import (
     validate_binding,
     validate_pod,
@@ -214,17 +215,10 @@ def prepare_for_delete(pod: dict[str, Any], requested_grace: int | None) -> dict
 
 def bind(name: str, binding: dict[str, Any]) -> Mutation:
     """BindingREST: check the Binding, then the change it makes to the pod."""
-    target = binding.get("target") or {}
-    node_name = target.get("name")
-    if not node_name:
-        raise errors.invalid("Binding", name, [{
-            "reason": "FieldValueRequired", "message": "Required value",
-            "field": "target.name"}])
-    if target.get("kind") not in (None, "", "Node"):
-        raise errors.invalid("Binding", name, [{
-            "reason": "FieldValueNotSupported",
-            "message": f'Unsupported value: "{target.get("kind")}": supported values: "Node"',
-            "field": "target.kind"}])
+    causes = validate_binding(binding)
+    if causes:
+        raise errors.invalid("Binding", name, causes)
+    node_name = binding["target"]["name"]
 
     def assign(pod: dict[str, Any]) -> dict[str, Any]:
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -513,7 +507,7 @@ PODS = Resource(
     descriptions={"Pod": "Pod is a collection of containers that can run on a host. This "
                          "resource is created by clients and scheduled onto hosts."},
     default=default_pod, validate=validate_create, validate_update=validate_update,
-    validate_status_update=validate_pod_status_update, warnings=warnings,
+    validate_status_update=validate_pod_status_update, warnings=warnings, admit=admit,
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True, bind=bind,
     fields=FIELDS, columns=COLUMNS, cells=pod_cells, row_conditions=row_conditions,
     merge_keys=MERGE_KEYS,
