@@ -23,6 +23,7 @@ from urllib.parse import quote
 import httpx
 
 from common.errors import ApiError, Gone, error_from_status
+from common.kubeconfig import Connection, plain
 
 log = logging.getLogger(__name__)
 
@@ -136,17 +137,22 @@ class ApiClient:
     group/version (the default knows what kubelite serves).
     """
 
-    def __init__(self, base_url: str, *, timeout: float = 30.0,
+    def __init__(self, base_url: str | Connection, *, timeout: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None,
                  user_agent: str = "kubelite",
                  group_versions: Mapping[str, str] | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        """`base_url`: a plain URL, or a Connection read from a kubeconfig (its CA, client
+        certificate or bearer token)."""
+        connection = base_url if isinstance(base_url, Connection) else plain(base_url)
+        self.base_url = connection.server
         self.timeout = timeout
         self.group_versions = dict(GROUP_VERSIONS if group_versions is None
                                    else group_versions)
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, transport=transport,
-            headers={"User-Agent": user_agent, "Accept": "application/json"})
+            verify=connection.verify,
+            headers={"User-Agent": user_agent, "Accept": "application/json",
+                     **connection.headers})
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -408,6 +408,40 @@ async def test_exit_zero_with_restart_policy_never_succeeds(http: httpx.AsyncCli
     await delete_pod(http, name)
 
 
+async def test_the_security_context_the_kubelet_honours_is_what_the_container_gets(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("secctx")
+    probe = shell("probe", "id -u; id -g; id -G; touch /x 2>/dev/null && echo writable "
+                           "|| echo read-only")
+    probe["securityContext"] = {"runAsUser": 1234, "runAsGroup": 2345,
+                                "readOnlyRootFilesystem": True,
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]}}
+    manifest = pod_manifest(name, kubelet.node_name, [probe], restart_policy="Never")
+    manifest["spec"]["securityContext"] = {"supplementalGroups": [3456]}
+    await create_pod(http, manifest)
+
+    async def succeeded() -> dict[str, Any]:
+        pod = await get_pod(http, name)
+        return pod if pod["status"].get("phase") == "Succeeded" else {}
+
+    await eventually(succeeded, timeout=60, what="phase Succeeded")
+    logs = (await http.get(f"/api/v1/namespaces/{NS}/pods/{name}/log")).text.split()
+    assert logs[:2] == ["1234", "2345"]
+    assert "3456" in logs[2:-1]
+    assert logs[-1] == "read-only"
+    await delete_pod(http, name)
+
+
+async def test_a_pod_asking_for_what_the_kubelet_cannot_honour_is_refused(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    manifest = pod_manifest(unique("priv"), kubelet.node_name, [shell("c", "true")])
+    manifest["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    r = await http.post(f"/api/v1/namespaces/{NS}/pods", json=manifest)
+    assert r.status_code == 403, r.text
+    assert "spec.containers[0].securityContext.privileged" in r.json()["message"]
+
+
 async def test_crashing_container_restarts_with_crash_loop_back_off(
         http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
     name = unique("crash")
