@@ -11,12 +11,14 @@ revision. It keeps
 - `revision`: the revision up to which every change of the resource has been applied.
 
 Freshness. A LIST that must be consistent (no resourceVersion) may be served from
-memory only once `revision` reaches etcd's current revision (KEP-2340). Events raise it;
-for a quiet resource, an etcd progress notification does. etcd before 3.4.25/3.5.8 may
-send a progress notification for revision P before the event at P (etcd issue 15220),
-so a notification only proves P - 1. When a reader waits for exactly P, the cache
-moves etcd's revision on with a write outside every watched prefix and asks again: the
-next notification then proves P. This holds on every etcd version.
+memory only once `revision` reaches etcd's current revision (KEP-2340). Only events
+raise it, never a progress notification: etcd 3.4 answers a progress request with the
+store's revision even to a watcher that is still catching up on older events (etcd
+issues 15220, 16394), which would let a LIST miss writes it must see. When a reader
+waits for a revision the resource has not reached, the cache writes its marker key (just
+before its prefix, inside the range its watch follows, outside every LIST's): etcd
+delivers a watcher's events in order, so once the marker's event arrives every change
+before it has been applied. One marker write serves every reader waiting meanwhile.
 
 Slow watchers cannot hold the cache back: a watcher whose backlog overflows is closed,
 and its client resumes from the last resourceVersion it saw, as with kube.
@@ -54,8 +56,8 @@ PROGRESS_INTERVAL = 1.0
 # A watcher writes to its client at most this often (the socket writes, not the events,
 # are what 100 watchers of a busy resource cost).
 WRITE_INTERVAL = 0.01
-# While a reader waits for freshness, progress is asked for this often.
-PROGRESS_RETRY = 0.05
+# A marker write whose event has not come back by then is written again.
+MARKER_WAIT = 1.0
 
 Labels = Mapping[str, str]
 Fields = Mapping[str, str]
@@ -223,13 +225,19 @@ class Page:
     remaining: int  # how many keys remain in the range after the last item
 
 
+def marker_key(prefix: str) -> str:
+    """`/registry/pods/` -> `/registry/pods\\x00kubelite-sync`: sorts just before the prefix,
+    so a watch from it sees the marker and every key under the prefix, a LIST never."""
+    return prefix.rstrip("/") + "\x00kubelite-sync"
+
+
 class ResourceCache:
     def __init__(self, storage: Storage, prefix: str, describe: Describe, *,
-                 progress_key: str, window: int = WINDOW_EVENTS) -> None:
+                 window: int = WINDOW_EVENTS) -> None:
         self.storage = storage
         self.prefix = prefix
         self.describe = describe
-        self.progress_key = progress_key
+        self.marker_key = marker_key(prefix)
         self.store: dict[str, CachedObject] = {}
         self.keys: list[str] = []  # the store's keys, sorted
         self.window: deque[CacheEvent] = deque(maxlen=window)
@@ -241,9 +249,7 @@ class ResourceCache:
         self.watchers: set[CacheWatcher] = set()
         self._waiters: list[tuple[int, asyncio.Future[bool]]] = []
         self._stream: EtcdWatch | None = None
-        self._progress_arrived = asyncio.Event()
         self._pump: asyncio.Task[None] | None = None
-        self._bump: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._followed_for = 0.0
 
@@ -275,7 +281,7 @@ class ResourceCache:
             self._task = asyncio.create_task(self._run(), name=f"cacher {self.prefix}")
 
     async def stop(self) -> None:
-        for task in (self._task, self._pump, self._bump):
+        for task in (self._task, self._pump):
             if task is not None:
                 task.cancel()
                 try:
@@ -331,7 +337,7 @@ class ResourceCache:
         waiter = (revision, future)
         self._waiters.append(waiter)
         if self._pump is None or self._pump.done():
-            self._pump = asyncio.create_task(self._pump_progress())
+            self._pump = asyncio.create_task(self._write_markers())
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout)
         except TimeoutError:
@@ -398,35 +404,32 @@ class ResourceCache:
             if target <= revision and not future.done():
                 future.set_result(True)
 
-    def _progress(self, revision: int) -> None:
-        """etcd says everything up to `revision` was sent; trust `revision - 1` (above)."""
-        self._synced(revision - 1)
-        self._progress_arrived.set()
-        if any(target == revision and not future.done() for target, future in self._waiters):
-            if self._bump is None or self._bump.done():
-                self._bump = asyncio.create_task(self._move_revision_on())
+    def _progress(self) -> None:
+        """A progress notification proves nothing here (see above); watchers still get a
+        bookmark at the revision the events have proven."""
         self._broadcast(Progress(self.revision))
 
-    async def _move_revision_on(self) -> None:
-        try:
-            await self.storage.bump_revision(self.progress_key)
-        except StorageError as e:
-            log.warning("watch cache for %s could not move the revision on: %s", self.prefix, e)
-            return
-        if self._stream is not None:
-            self._stream.request_progress()
-
-    async def _pump_progress(self) -> None:
-        """Ask etcd for progress until every waiter is answered (or gone)."""
+    async def _write_markers(self) -> None:
+        """Write the marker until every reader waiting for freshness is answered."""
         while any(not future.done() for _, future in self._waiters):
-            if self._stream is not None:
-                self._progress_arrived.clear()
-                self._stream.request_progress()
             try:
-                await asyncio.wait_for(self._progress_arrived.wait(), PROGRESS_RETRY)
-                await asyncio.sleep(PROGRESS_RETRY / 5)  # answered, not yet fresh: ask again soon
+                written = await self.storage.bump_revision(self.marker_key)
+            except StorageError as e:
+                log.warning("watch cache for %s could not write its marker: %s", self.prefix, e)
+                await asyncio.sleep(MARKER_WAIT)
+                continue
+            if self.revision >= written:
+                continue
+            arrived: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            waiter = (written, arrived)
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(asyncio.shield(arrived), MARKER_WAIT)
             except TimeoutError:
                 pass
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
 
     def _fail_waiters(self) -> None:
         for _, future in self._waiters:
@@ -461,7 +464,8 @@ class ResourceCache:
         self._followed_for = 0.0
         listed = await self.storage.range(self.prefix)
         self._reset(listed.kvs, listed.revision)
-        stream = self.storage.watch(self.prefix, listed.revision + 1, prev_kv=False)
+        stream = self.storage.watch(self.prefix, listed.revision + 1, prev_kv=False,
+                                    from_key=self.marker_key)
         self._stream = stream
         ticker = asyncio.create_task(self._request_progress(stream.request_progress))
         self.ready = True
@@ -471,10 +475,11 @@ class ResourceCache:
         try:
             async for batch in stream.batches():
                 if isinstance(batch, Progress):
-                    self._progress(batch.revision)
+                    self._progress()
                     continue
                 for event in batch:
-                    self._apply(event)
+                    if event.key.startswith(self.prefix):  # not the marker
+                        self._apply(event)
                 self._synced(batch[-1].revision)
             raise StorageError("etcd ended the watch stream")
         finally:
@@ -492,16 +497,14 @@ class ResourceCache:
 class Cacher:
     """The watch caches of every resource, created on first use."""
 
-    def __init__(self, storage: Storage, *, progress_key: str) -> None:
+    def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.progress_key = progress_key
         self.caches: dict[str, ResourceCache] = {}
 
     def cache(self, prefix: str, describe: Describe) -> ResourceCache:
         cache = self.caches.get(prefix)
         if cache is None:
-            cache = self.caches[prefix] = ResourceCache(self.storage, prefix, describe,
-                                                        progress_key=self.progress_key)
+            cache = self.caches[prefix] = ResourceCache(self.storage, prefix, describe)
             cache.start()
         return cache
 

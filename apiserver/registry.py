@@ -132,8 +132,7 @@ class Registry:
         self.storage = storage
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
-        # written to move etcd's revision on; outside every resource's prefix
-        self.cacher = Cacher(storage, progress_key=f"{self.prefix}/kubelite.io/progress")
+        self.cacher = Cacher(storage)
         # Namespaces being emptied (NamespaceLifecycle: nothing new may be created in them).
         # A DELETE of a namespace adds it; the namespace controller removes it once the
         # namespace is gone, and adds those it finds terminating after a restart.

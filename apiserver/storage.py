@@ -311,18 +311,20 @@ class Storage:
     # -- watch -------------------------------------------------------------------------
 
     async def bump_revision(self, key: str) -> int:
-        """Write `key` (outside every watched prefix) to move etcd's revision on; returns
-        the new revision. The watch cache uses it to settle whether a progress
-        notification may have overtaken an event (see apiserver/cacher.py)."""
-        resp = await self._call(self._kv.Put, rpc.PutRequest(key=key.encode(), value=b""))
+        """Write `key` (an empty object); returns the revision of the write. The watch cache writes
+        its marker key so to know when it has caught up (see apiserver/cacher.py)."""
+        resp = await self._call(self._kv.Put, rpc.PutRequest(key=key.encode(), value=b"{}"))
         return int(resp.header.revision)
 
-    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = True) -> EtcdWatch:
+    def watch(self, prefix: str, start_revision: int, *, prev_kv: bool = True,
+              from_key: str | None = None) -> EtcdWatch:
         """A watch of `prefix` from `start_revision`; `prev_kv=False` when the caller
-        keeps the previous values itself (the watch cache), which spares etcd and us."""
+        keeps the previous values itself (the watch cache), which spares etcd and us;
+        `from_key` (below the prefix) widens the range down to that key."""
         if self._watch is None:
             raise Unavailable("storage not started")
-        return EtcdWatch(self, self._watch, prefix, start_revision, prev_kv=prev_kv)
+        return EtcdWatch(self, self._watch, prefix, start_revision, prev_kv=prev_kv,
+                         from_key=from_key)
 
 
 class EtcdWatch:
@@ -333,18 +335,19 @@ class EtcdWatch:
     """
 
     def __init__(self, storage: Storage, stub: Any, prefix: str, start_revision: int, *,
-                 prev_kv: bool = True) -> None:
+                 prev_kv: bool = True, from_key: str | None = None) -> None:
         self._storage = storage
         self._prev_kv = prev_kv
         self._stub = stub
         self._prefix = prefix.encode()
+        self._from = (from_key or prefix).encode()
         self._start = start_revision
         self._requests: asyncio.Queue[Any] = asyncio.Queue()
         self._call: Any = None
 
     async def _request_stream(self) -> AsyncIterator[Any]:
         yield rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
-            key=self._prefix, range_end=prefix_range_end(self._prefix),
+            key=self._from, range_end=prefix_range_end(self._prefix),
             start_revision=self._start, prev_kv=self._prev_kv,
         ))
         while True:

@@ -39,7 +39,6 @@ from common import errors
 
 log = logging.getLogger("apiserver.watch")
 
-BOOKMARK_INTERVAL = 5.0
 # How long a new watch waits for a (re)starting watch cache before a 429.
 CACHE_READY_WAIT = 3.0
 
@@ -189,10 +188,9 @@ async def _changes_after(registry: Registry, request: WatchRequest, after: int,
         async for item in watcher.items():
             yield item
         return
+    # No bookmarks here: etcd 3.4's progress answers may run ahead of the events a
+    # catching-up watch has yet to deliver (apiserver/cacher.py), and a bookmark must not.
     stream = registry.storage.watch(key_prefix, after + 1)
-    ticker: asyncio.Task[None] | None = None
-    if request.bookmarks:
-        ticker = asyncio.create_task(_request_progress_forever(stream.request_progress))
     try:
         async for batch in stream.batches():
             if isinstance(batch, Progress):
@@ -206,15 +204,7 @@ async def _changes_after(registry: Registry, request: WatchRequest, after: int,
     except StorageError as e:
         yield Closed(str(e), storage_failed=True)
     finally:
-        if ticker is not None:
-            ticker.cancel()
         stream.close()
-
-
-async def _request_progress_forever(request_progress: Callable[[], None]) -> None:
-    while True:
-        await asyncio.sleep(BOOKMARK_INTERVAL)
-        request_progress()
 
 
 def encode_line(event: dict[str, Any]) -> bytes:
