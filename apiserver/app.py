@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
@@ -75,16 +77,16 @@ def parse_target(api_version: str, path: str) -> Target:
     if (len(parts) >= 3 and parts[0] == "namespaces" and parts[2] not in ("status", "finalize")):
         namespace, parts = parts[1], parts[2:]
     if not parts or len(parts) > 3:
-        raise errors.NotFound("the server could not find the requested resource")
+        raise errors.path_not_found()
     resource = lookup(api_version, parts[0])
     if resource is None or (namespace is not None and not resource.namespaced):
-        raise errors.NotFound("the server could not find the requested resource")
+        raise errors.path_not_found()
     name = parts[1] if len(parts) > 1 else None
     subresource = parts[2] if len(parts) > 2 else None
     if name is not None and resource.namespaced and namespace is None:
-        raise errors.NotFound("the server could not find the requested resource")
+        raise errors.path_not_found()
     if subresource is not None and subresource not in resource.subresources:
-        raise errors.NotFound("the server could not find the requested resource")
+        raise errors.path_not_found()
     return Target(resource, namespace, name, subresource)
 
 
@@ -201,8 +203,7 @@ class ApiServer:
             return await self.bind(request, target)
         elif target.subresource == "log" and method == "GET":
             return await self.pod_log(request, target)
-        raise errors.MethodNotAllowed("the server does not allow this method on the requested "
-                                      "resource")
+        raise errors.method_not_allowed()
 
     # -- reads -------------------------------------------------------------------------
 
@@ -472,12 +473,22 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         await storage.close()
 
     app = FastAPI(title="kubelite apiserver", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  openapi_url=None)
+                  openapi_url=None, redirect_slashes=False)
     app.state.registry = registry
 
     @app.exception_handler(errors.ApiError)
     async def api_error(request: Request, exc: errors.ApiError) -> Response:
         return status_response(exc)
+
+    # What the router itself refuses (no route: 404, a route without the method: 405) is a
+    # Status too, as kube's go-restful ServiceErrorHandler answers, never FastAPI's JSON.
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return status_response(errors.generic_server_response(exc.status_code))
+
+    @app.exception_handler(RequestValidationError)
+    async def request_error(request: Request, exc: RequestValidationError) -> Response:
+        return status_response(errors.generic_server_response(400))
 
     async def handle_core(request: Request, path: str) -> Response:
         return await server.serve(request, "v1", path)

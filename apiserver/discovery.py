@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from apiserver.resources import RESOURCES, Resource, group_version, groups
-from common.errors import NotFound
+from common import errors
 
 KUBERNETES_MAJOR = "1"
 KUBERNETES_MINOR = "37"
@@ -265,7 +265,12 @@ def _discovery(request: Request, legacy: dict[str, Any], *, core: bool) -> Respo
     return json_response(aggregated_discovery(version, core=core), aggregated_content_type(version))
 
 
+# kube serves every discovery document with and without a trailing slash (go-restful's
+# route "/" under the web service's root path): the official Python client asks for
+# `/api/v1/` and `/apis/{group}/{version}/`.
+
 @router.get("/api")
+@router.get("/api/")
 async def get_api(request: Request) -> Response:
     address = f"{request.url.hostname}:{request.url.port}" if request.url.port else (
         request.url.hostname or "")
@@ -273,27 +278,31 @@ async def get_api(request: Request) -> Response:
 
 
 @router.get("/apis")
+@router.get("/apis/")
 async def get_apis(request: Request) -> Response:
     return _discovery(request, api_group_list(), core=False)
 
 
 def not_found_response() -> Response:
-    error = NotFound("the server could not find the requested resource")
+    error = errors.path_not_found()
     return Response(json.dumps(error.status()), status_code=error.code, media_type=JSON)
 
 
 @router.get("/api/v1")
+@router.get("/api/v1/")
 async def get_api_v1() -> Response:
     return json_response(api_resource_list() or {})
 
 
 @router.get("/apis/{group}")
+@router.get("/apis/{group}/")
 async def get_api_group(group: str) -> Response:
     found = api_group(group)
     return json_response(found) if found is not None else not_found_response()
 
 
 @router.get("/apis/{group}/{version}")
+@router.get("/apis/{group}/{version}/")
 async def get_api_group_version(group: str, version: str) -> Response:
     found = api_resource_list(group, version)
     return json_response(found) if found is not None else not_found_response()
@@ -321,5 +330,5 @@ async def list_services(namespace: str) -> Response:
 
 @router.get("/api/v1/namespaces/{namespace}/services/{name}")
 async def get_service(namespace: str, name: str) -> Response:
-    error = NotFound(f'services "{name}" not found', details={"name": name, "kind": "services"})
+    error = errors.not_found("services", name)
     return Response(json.dumps(error.status()), status_code=error.code, media_type=JSON)

@@ -355,8 +355,7 @@ class Registry:
         """The binding subresource (pods/binding): the strategy checks the Binding and says
         what it changes; a binding is not an update, so only its own rules apply."""
         if resource.bind is None:
-            raise errors.MethodNotAllowed("the server does not allow this method on the "
-                                          "requested resource")
+            raise errors.method_not_allowed()
         await self.guaranteed_update(resource, namespace, name, resource.bind(name, binding),
                                      validate=False, dry_run=dry_run)
 

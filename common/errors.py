@@ -26,6 +26,9 @@ class ApiError(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        # Details given, even empty, are sent: kube's generic errors carry `"details": {}`
+        # and clients dereference it (kubectl debug reads details.name of a 404).
+        self.has_details = details is not None
         self.headers = headers or {}
         # The Status's ListMeta: a 410 for an expired continue token carries a new token.
         self.list_meta: dict[str, Any] = {}
@@ -38,10 +41,10 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
-        if self.details:
+        if self.details or self.has_details:
             body["details"] = self.details
+        body["code"] = self.code  # after details, in metav1.Status's order
         return body
 
 
@@ -137,6 +140,43 @@ def error_from_status(status: dict[str, Any], *, code: int | None = None) -> Api
     err = cls(str(status.get("message") or reason or f"HTTP {status_code}"),
               details=status.get("details") or {})
     return err
+
+
+# What kube-apiserver says for a path it does not serve (go-restful's 404 and 405 through
+# its ServiceErrorHandler, apierrors.NewGenericServerResponse): no name, no kind, and an
+# empty details object that is still there.
+GENERIC_MESSAGES: dict[int, str] = {
+    400: "the server rejected our request for an unknown reason",
+    401: "the server has asked for the client to provide credentials",
+    404: "the server could not find the requested resource",
+    405: "the server does not allow this method on the requested resource",
+    406: "the server was unable to respond with a content type that the client supports",
+    409: "the server reported a conflict",
+    415: "the server was unable to respond with a content type that the client supports",
+    422: "the server rejected our request due to an error in our request",
+    429: "the server has received too many requests and has asked us to try again later",
+    504: "the server was unable to return a response in the time allotted, but may still be "
+         "processing the request",
+}
+
+
+def generic_server_response(code: int) -> ApiError:
+    """NewGenericServerResponse(code, ...) with no resource: kube's answer to a request the
+    router (not a resource's handler) refuses."""
+    cls = _BY_CODE.get(code, ApiError)
+    message = GENERIC_MESSAGES.get(
+        code, f"the server responded with the status code {code} but did not return more "
+              f"information")
+    return cls(message, details={})
+
+
+def path_not_found() -> NotFound:
+    """404 for a path no resource is served at (an unknown resource or subresource)."""
+    return NotFound(GENERIC_MESSAGES[404], details={})
+
+
+def method_not_allowed() -> MethodNotAllowed:
+    return MethodNotAllowed(GENERIC_MESSAGES[405], details={})
 
 
 def not_found(resource: str, name: str) -> NotFound:
