@@ -22,7 +22,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from apiserver import discovery, listing, objects, openapi, options, patch, schema, tables
+from apiserver import (
+    discovery,
+    listing,
+    objects,
+    openapi,
+    openapi_v2,
+    options,
+    patch,
+    schema,
+    tables,
+)
 from apiserver.decode import (
     check_type_meta,
     decode_object,
@@ -88,6 +98,12 @@ def parse_target(api_version: str, path: str) -> Target:
     if subresource is not None and subresource not in resource.subresources:
         raise errors.path_not_found()
     return Target(resource, namespace, name, subresource)
+
+
+def present(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+    """A stored object as the client's group/version has it (converted when the resource is
+    served in another version than it is stored in, like events.k8s.io/v1 Events)."""
+    return obj if resource.from_storage is None else resource.from_storage(obj)
 
 
 def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = None,
@@ -193,8 +209,8 @@ class ApiServer:
                 return await self.delete(request, target)
         elif target.subresource == "status":
             if method == "GET":
-                return json_response(await self.registry.get(
-                    target.resource, target.namespace, target.name))
+                return json_response(present(target.resource, await self.registry.get(
+                    target.resource, target.namespace, target.name)))
             if method == "PUT":
                 return await self.update(request, target)
             if method == "PATCH":
@@ -208,6 +224,7 @@ class ApiServer:
     # -- reads -------------------------------------------------------------------------
 
     def render(self, request: Request, target: Target, obj: dict[str, Any]) -> Response:
+        obj = present(target.resource, obj)
         if tables.wants_table(request.headers.get("accept")):
             return json_response(tables.to_table(
                 target.resource, [obj],
@@ -231,7 +248,7 @@ class ApiServer:
                                              labels=labels, fields=fields)
         if tables.wants_table(request.headers.get("accept")):
             table = tables.to_table(
-                target.resource, [item.obj for item in page.items],
+                target.resource, [present(target.resource, item.obj) for item in page.items],
                 resource_version=str(page.revision),
                 include_object=request.query_params.get("includeObject", "Metadata"),
                 continue_token=page.continue_token or None)
@@ -258,6 +275,8 @@ class ApiServer:
         if tables.wants_table(request.headers.get("accept")):
             render = table_event_renderer(target.resource,
                                           request.query_params.get("includeObject", "Metadata"))
+        elif target.resource.from_storage is not None:
+            render = converted_event_renderer(target.resource)
         return StreamingResponse(
             watch_lines(events, timeout=watch_request.timeout_seconds, render=render),
             media_type="application/json", headers={"Transfer-Encoding": "chunked"})
@@ -283,7 +302,7 @@ class ApiServer:
                                             dry_run=dry_run, decoded=True)
         if not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
-        return json_response(obj, 201, warnings=warnings)
+        return json_response(present(target.resource, obj), 201, warnings=warnings)
 
     async def update(self, request: Request, target: Target) -> Response:
         assert target.name is not None
@@ -294,7 +313,8 @@ class ApiServer:
                                                      dry_run=dry_run)
         if created and not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
-        return json_response(obj, 201 if created else 200, warnings=warnings)
+        return json_response(present(target.resource, obj), 201 if created else 200,
+                             warnings=warnings)
 
     async def patch(self, request: Request, target: Target) -> Response:
         assert target.name is not None
@@ -312,15 +332,18 @@ class ApiServer:
                 precondition = meta["resourceVersion"] or None
 
         def apply(current: dict[str, Any]) -> dict[str, Any]:
+            served = present(resource, current)  # patched as the client sees it
             if patch_type == "merge":
-                patched = patch.apply_merge_patch(current, document)
+                patched = patch.apply_merge_patch(served, document)
             elif patch_type == "json":
-                patched = patch.apply_json_patch(current, document)
+                patched = patch.apply_json_patch(served, document)
             else:
-                patched = patch.apply_strategic_merge_patch(current, document,
+                patched = patch.apply_strategic_merge_patch(served, document,
                                                             merge_keys=resource.merge_keys)
             check_patched_identity(resource, patched, target)
             pruned, _ = schema.decode(resource.model, patched)
+            if resource.to_storage is not None:
+                pruned = resource.to_storage(pruned)
             return objects.prepare_for_update(resource, pruned, current,
                                               subresource=target.subresource)
 
@@ -328,7 +351,7 @@ class ApiServer:
                                                     apply, precondition=precondition,
                                                     subresource=target.subresource,
                                                     dry_run=dry_run)
-        return json_response(obj)
+        return json_response(present(resource, obj))
 
     async def delete(self, request: Request, target: Target) -> Response:
         assert target.name is not None
@@ -344,7 +367,7 @@ class ApiServer:
                  "deleted" if deleted else "marked for deletion", target.resource.plural,
                  describe(obj))
         if target.resource.returns_deleted_object or not deleted:
-            return json_response(obj)
+            return json_response(present(target.resource, obj))
         details = {**status_details(target.resource, target.name),
                    "uid": obj["metadata"].get("uid")}
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -407,13 +430,26 @@ def list_body(resource: Resource, page: ListPage) -> bytes:
         meta["remainingItemCount"] = page.remaining
     head = (b'{"kind":"' + resource.list_kind.encode() + b'","apiVersion":"'
             + resource.api_version.encode() + b'","metadata":' + encode(meta) + b',"items":[')
-    return head + b",".join(item.json for item in page.items) + b"]}"
+    if resource.from_storage is None:
+        return head + b",".join(item.json for item in page.items) + b"]}"
+    convert = resource.from_storage  # another version than stored: each item converted
+    return head + b",".join(encode(convert(item.obj)) for item in page.items) + b"]}"
 
 
 def describe(obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     name = meta.get("name", "")
     return f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+
+
+def converted_event_renderer(resource: Resource) -> Any:
+    """Watch events of a resource served in another version than stored, converted."""
+    def render(event: dict[str, Any]) -> dict[str, Any]:
+        if event["type"] in ("ERROR", "BOOKMARK"):
+            return event
+        return {"type": event["type"], "object": present(resource, event["object"])}
+
+    return render
 
 
 def table_event_renderer(resource: Resource, include_object: str) -> Any:
@@ -423,7 +459,7 @@ def table_event_renderer(resource: Resource, include_object: str) -> Any:
         nonlocal first
         if event["type"] in ("ERROR", "BOOKMARK"):
             return event
-        obj = event["object"]
+        obj = present(resource, event["object"])
         table = tables.to_table(resource, [obj],
                                 resource_version=obj["metadata"].get("resourceVersion", ""),
                                 include_object=include_object,
@@ -499,6 +535,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]
     app.include_router(discovery.router)  # before the catch-alls below
     app.include_router(openapi.router)
+    app.include_router(openapi_v2.router)
     app.add_api_route("/api/v1/{path:path}", handle_core, methods=verbs,
                       include_in_schema=False)
     app.add_api_route("/apis/{group}/{version}/{path:path}", handle_group, methods=verbs,

@@ -20,7 +20,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 
-from apiserver.resources import RESOURCES, Resource, group_version, groups
+from apiserver.resources import SERVED, Resource, group_version, groups
 from common import errors
 
 KUBERNETES_MAJOR = "1"
@@ -87,13 +87,13 @@ def verbs(resource: Resource) -> tuple[str, ...]:
 def served_resources(group: str, version: str) -> list[ResourceInfo]:
     """Every resource of one group version, sorted by name as kube-apiserver lists them."""
     infos = [SERVICES] if (group, version) == ("", "v1") else []
-    for plural, resource in RESOURCES.items():
+    for resource in SERVED:
         if (resource.group, resource.version) != (group, version):
             continue
         subresources = tuple(subresource_info(name, resource.kind)
                              for name in sorted(resource.subresources))
         infos.append(ResourceInfo(
-            plural=plural, singular=resource.singular, kind=resource.kind,
+            plural=resource.plural, singular=resource.singular, kind=resource.kind,
             namespaced=resource.namespaced, verbs=verbs(resource),
             short_names=resource.short_names, categories=resource.categories,
             subresources=subresources, group=group, version=version))

@@ -48,9 +48,9 @@ def without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_type_meta(resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
-    """A shallow copy of obj that starts with the resource's kind and apiVersion."""
+    """A shallow copy of obj that starts with the kind and apiVersion it is stored as."""
     rest = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
-    return {"kind": resource.kind, "apiVersion": resource.api_version, **rest}
+    return {"kind": resource.kind, "apiVersion": resource.storage_api_version, **rest}
 
 
 def prepare_for_create(resource: Resource, obj: dict[str, Any], *,

@@ -5,8 +5,8 @@
 resource and the schemas of its kind, from the pydantic models of common.models. kubectl
 learns from the PATCH operations' `fieldValidation` parameter that the server validates
 fields itself (`kubectl create` then sends `?fieldValidation=Strict` instead of validating
-against a downloaded schema). `/openapi/v2` is not served (404): kubectl 1.37 only falls
-back to it when v3 fails.
+against a downloaded schema). `/openapi/v2`, the one Swagger 2.0 document older clients
+read, is made from these documents (apiserver/openapi_v2.py).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from apiserver.discovery import (
     response_kind,
     served_resources,
 )
-from apiserver.resources import RESOURCES, Resource, groups
+from apiserver.resources import SERVED, Resource, groups
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
@@ -229,7 +229,7 @@ META_TYPES = ("ObjectMeta", "OwnerReference")
 
 def served(gv: GroupVersion) -> list[Resource]:
     """The resources of one group version, by name (services have no kind: never written)."""
-    return sorted((resource for resource in RESOURCES.values()
+    return sorted((resource for resource in SERVED
                    if (resource.group, resource.version) == (gv.group, gv.version)),
                   key=lambda resource: resource.plural)
 
@@ -242,8 +242,16 @@ def descriptions(gv: GroupVersion) -> dict[str, str]:
     return found
 
 
+# Types of the core group that other groups' kinds embed (events.k8s.io/v1's `regarding`):
+# kube names them after the Go package they are declared in, whoever uses them.
+CORE_TYPES = ("ObjectReference", "EventSource")
+CORE_SCHEMA_PREFIX = "io.k8s.api.core.v1."
+
+
 def schema_name(gv: GroupVersion, model: str) -> str:
-    return (META_SCHEMA_PREFIX if model in META_TYPES else gv.schema_prefix) + model
+    if model in META_TYPES:
+        return META_SCHEMA_PREFIX + model
+    return (CORE_SCHEMA_PREFIX if model in CORE_TYPES else gv.schema_prefix) + model
 
 
 def kube_schema(node: Any, gv: GroupVersion) -> Any:

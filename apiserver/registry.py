@@ -79,12 +79,15 @@ def invalid(resource: Resource, name: str, causes: list[dict[str, str]]) -> erro
 
 def decode(resource: Resource, body: dict[str, Any], *,
            strict: bool) -> tuple[dict[str, Any], list[str]]:
-    """schema.decode; with fieldValidation=Strict an unknown field is the decoder's 400."""
+    """schema.decode, then into the stored form (the registry works on nothing else); with
+    fieldValidation=Strict an unknown field is the decoder's 400."""
     pruned, unknown = schema.decode(resource.model, body)
     if strict and unknown:
         kind = resource.kind
         raise errors.BadRequest(f'{kind} in version "{resource.version}" cannot be handled as '
                                 f'a {kind}: {schema.strict_decoding_message(unknown)}')
+    if resource.to_storage is not None:
+        pruned = resource.to_storage(pruned)
     return pruned, unknown
 
 

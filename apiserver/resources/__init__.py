@@ -4,20 +4,23 @@ Each module (pods.py, nodes.py, ...) defines its resource as one `Resource` (bas
 identity, API group and version and etcd key segment, and the strategy — defaults,
 validation, selectable fields, Table columns, names, merge keys, delete rules. Serving a
 new resource is one module plus one line in `RESOURCES`. The core group ("") is served
-under `/api/v1`, every other group under `/apis/{group}/{version}`; plurals are unique
-across groups.
+under `/api/v1`, every other group under `/apis/{group}/{version}`. `RESOURCES` holds one
+resource per thing stored in etcd (plurals unique); `SERVED` adds the other versions of a
+stored resource, served from the same storage with a conversion (events.k8s.io/v1 Events
+are core/v1 Events, apiserver/resources/events_v1.py).
 """
 
 from __future__ import annotations
 
 from apiserver.resources.base import Resource, group_version
 from apiserver.resources.events import EVENTS
+from apiserver.resources.events_v1 import EVENTS_V1
 from apiserver.resources.leases import LEASES
 from apiserver.resources.namespaces import NAMESPACES
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
 
-__all__ = ["RESOURCES", "Resource", "collection_prefix", "group_version", "groups", "lookup",
+__all__ = ["RESOURCES", "SERVED", "Resource", "collection_prefix", "group_version", "groups", "lookup",
            "namespace_key", "object_key"]
 
 RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
@@ -28,9 +31,12 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     LEASES,
 )}
 
+# Every group/version/resource served: the stored ones and their other versions.
+SERVED: tuple[Resource, ...] = (*RESOURCES.values(), EVENTS_V1)
+
 # group/version ("v1", "coordination.k8s.io/v1") -> plural -> Resource
 BY_GROUP_VERSION: dict[str, dict[str, Resource]] = {}
-for _resource in RESOURCES.values():
+for _resource in SERVED:
     BY_GROUP_VERSION.setdefault(_resource.api_version, {})[_resource.plural] = _resource
 
 
@@ -39,13 +45,19 @@ def lookup(api_version: str, plural: str) -> Resource | None:
     return BY_GROUP_VERSION.get(api_version, {}).get(plural)
 
 
+# kube-apiserver lists groups by priority (kube-aggregator's apiVersionPriorities), highest
+# first, then by name; `kubectl api-resources` prints them in that order.
+GROUP_PRIORITY = {"events.k8s.io": 17750, "coordination.k8s.io": 16500}
+
+
 def groups() -> dict[str, list[str]]:
-    """Every non-core group served, with its versions (preferred first), sorted by name."""
+    """Every non-core group served, with its versions (preferred first), in kube's order."""
     found: dict[str, list[str]] = {}
-    for resource in RESOURCES.values():
+    for resource in SERVED:
         if resource.group and resource.version not in found.setdefault(resource.group, []):
             found[resource.group].append(resource.version)
-    return dict(sorted(found.items()))
+    return dict(sorted(found.items(), key=lambda item: (-GROUP_PRIORITY.get(item[0], 0),
+                                                        item[0])))
 
 
 def object_key(prefix: str, resource: Resource, namespace: str | None, name: str) -> str:

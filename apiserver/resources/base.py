@@ -106,6 +106,17 @@ class Resource:
     # pods/binding: (name, Binding) -> the change it makes; raises when the Binding is invalid.
     bind: Callable[[str, Object], Mutation] | None = None
 
+    # --- versions
+    # A resource served in another group/version than the one it is stored in (kube keeps
+    # events.k8s.io/v1 Events as core/v1 Events in etcd and converts): `stored_version` is
+    # the stored form's apiVersion, `to_storage` turns an object of this version into the
+    # stored form and `from_storage` back. Registry, strategy and caches see the stored
+    # form; the HTTP layer converts what it reads from and writes to a client. None: stored
+    # as served (the fast path: cached JSON bytes go out as they are).
+    stored_version: str = ""
+    to_storage: Mutation | None = None
+    from_storage: Mutation | None = None
+
     # --- reads
     # Field selectors; None: only metadata.name and metadata.namespace, kube's default.
     fields: SelectableFields | None = None
@@ -130,6 +141,11 @@ class Resource:
     def api_version(self) -> str:
         """What objects carry in `apiVersion`: `v1`, `coordination.k8s.io/v1`."""
         return group_version(self.group, self.version)
+
+    @property
+    def storage_api_version(self) -> str:
+        """The apiVersion of the objects in etcd: `v1` for Events of either group."""
+        return self.stored_version or self.api_version
 
     @property
     def qualified(self) -> str:
