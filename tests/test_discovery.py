@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import kubernetes
+import kubernetes_asyncio
 import pytest
 from fastapi import FastAPI
 
-from apiserver import discovery, openapi
+from apiserver import discovery, openapi, openapi_v2, protobuf
 from tests.support import ApiServer, Kubectl, table_lines, unique
+
+OLD_KUBECTL = "/usr/bin/kubectl"  # 1.32 where installed: explain reads /openapi/v2 with it
 
 AGGREGATED_ACCEPT = (
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -23,6 +27,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
     app = FastAPI()
     app.include_router(discovery.router)
     app.include_router(openapi.router)
+    app.include_router(openapi_v2.router)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                  base_url="http://127.0.0.1:6443") as test_client:
         yield test_client
@@ -37,7 +42,10 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
                                     "serverAddress": "127.0.0.1:6443"}]}
     groups = (await client.get("/apis")).json()
     coordination_v1 = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
+    events_v1 = {"groupVersion": "events.k8s.io/v1", "version": "v1"}
+    # kube's order: by group priority (events.k8s.io's is higher), not by name
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "events.k8s.io", "versions": [events_v1], "preferredVersion": events_v1},
         {"name": "coordination.k8s.io", "versions": [coordination_v1],
          "preferredVersion": coordination_v1}]}
 
@@ -114,6 +122,13 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     assert core["metadata"] == {"creationTimestamp": None}
     groups = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT})
     assert groups.json()["items"] == [{
+        "metadata": {"name": "events.k8s.io", "creationTimestamp": None},
+        "versions": [{"version": "v1", "freshness": "Current", "resources": [{
+            "resource": "events",
+            "responseKind": {"group": "events.k8s.io", "version": "v1", "kind": "Event"},
+            "scope": "Namespaced", "singularResource": "event",
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "shortNames": ["ev"]}]}]}, {
         "metadata": {"name": "coordination.k8s.io", "creationTimestamp": None},
         "versions": [{"version": "v1", "freshness": "Current", "resources": [{
             "resource": "leases",
@@ -232,7 +247,9 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["pods", "po", "v1", "true", "Pod"],
                         ["services", "svc", "v1", "true", "Service"],
                         # no short name: the column is blank
-                        ["leases", "coordination.k8s.io/v1", "true", "Lease"]]
+                        ["leases", "coordination.k8s.io/v1", "true", "Lease"],
+                        # kubectl sorts by group name, whatever the server's order
+                        ["events", "ev", "events.k8s.io/v1", "true", "Event"]]
     wide = table_lines(kubectl("api-resources", "-o", "wide"))
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     pods = next(row for row in wide if row[0] == "pods")
@@ -277,3 +294,183 @@ async def test_kubectl_get_prints_the_servers_columns(kubectl: Kubectl,
         await http.delete(f"/api/v1/namespaces/default/pods/{pod_name}",
                           params={"gracePeriodSeconds": "0"})
         await http.delete(f"/api/v1/nodes/{node_name}")
+
+
+# --- trailing slashes, Status for everything else ----------------------------------------------
+
+@pytest.mark.parametrize("path", ["/api", "/apis", "/api/v1", "/apis/coordination.k8s.io",
+                                  "/apis/coordination.k8s.io/v1", "/apis/events.k8s.io/v1"])
+async def test_discovery_with_a_trailing_slash(client: httpx.AsyncClient, path: str) -> None:
+    without, with_slash = await client.get(path), await client.get(path + "/")
+    assert with_slash.status_code == without.status_code == 200
+    assert with_slash.json() == without.json()
+    aggregated = {"Accept": AGGREGATED_ACCEPT}
+    if path in ("/api", "/apis"):
+        assert (await client.get(path + "/", headers=aggregated)).json()["kind"] == (
+            "APIGroupDiscoveryList")
+
+
+ODD_REQUESTS = [
+    ("GET", "/api/v2/pods", 404), ("GET", "/api/v1/foos", 404),
+    ("GET", "/api/v1/namespaces/default/pods/web/ephemeralcontainers", 404),
+    ("PATCH", "/api/v1/namespaces/default/pods/web/ephemeralcontainers", 404),
+    ("GET", "/api/v1/nodes/node1/binding", 404), ("GET", "/api/v1/namespaces/default", 200),
+    ("POST", "/apis/coordination.k8s.io/v1/leases", 405),
+    ("GET", "/apis/apps", 404), ("GET", "/apis/apps/v1", 404), ("GET", "/apis/apps/v1/", 404),
+    ("GET", "/apis/apps/v1/deployments", 404), ("GET", "/apis/events.k8s.io/v2/events", 404),
+    ("OPTIONS", "/api/v1/namespaces/default/pods", 405), ("PUT", "/api/v1/pods", 405),
+    ("DELETE", "/version", 405), ("POST", "/api", 405), ("GET", "/nothing/here", 404),
+    ("GET", "/healthz/", 404), ("GET", "/openapi/v3/apis/apps/v1", 404),
+    ("GET", "/openapi/v2/", 404), ("PATCH", "/openapi/v2", 405),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "code"), ODD_REQUESTS)
+async def test_every_refusal_is_a_status(http: httpx.AsyncClient, method: str, path: str,
+                                         code: int) -> None:
+    response = await http.request(method, path)
+    if code == 200:  # a namespace: what the path looks like next to the refused ones
+        assert response.status_code == 200
+        return
+    assert response.status_code == code, response.text
+    assert response.headers["content-type"] == "application/json"
+    status = response.json()
+    assert (status["kind"], status["apiVersion"], status["status"], status["code"]) == (
+        "Status", "v1", "Failure", code)
+    # kube's generic answer (NewGenericServerResponse): details present, and empty
+    assert status["details"] == {}
+    assert status["message"] == {
+        404: "the server could not find the requested resource",
+        405: "the server does not allow this method on the requested resource"}[code]
+
+
+async def test_kubectl_debug_without_ephemeral_containers(kubectl: Kubectl,
+                                                          http: httpx.AsyncClient) -> None:
+    """kubectl tells a missing subresource from a missing pod by details.name (it used to
+    dereference the absent details and panic)."""
+    name = unique("debug")
+    pod = {"metadata": {"name": name},
+           "spec": {"nodeName": "nowhere", "containers": [{"name": "app", "image": "busybox"}]}}
+    (await http.post("/api/v1/namespaces/default/pods", json=pod)).raise_for_status()
+    try:
+        result = kubectl.run("debug", name, "--image=busybox", "--target=app", check=False)
+        assert result.returncode == 1
+        assert "ephemeral containers are disabled for this cluster" in result.stderr
+        assert "panic" not in result.stderr
+    finally:
+        await http.delete(f"/api/v1/namespaces/default/pods/{name}",
+                          params={"gracePeriodSeconds": "0"})
+
+
+# --- the official Python clients read discovery ---------------------------------------------
+
+def test_official_python_client_discovery(apiserver: ApiServer) -> None:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = apiserver.url
+    with kubernetes.client.ApiClient(configuration) as api_client:
+        client = kubernetes.client
+        core = client.CoreV1Api(api_client).get_api_resources()  # GET /api/v1/
+        assert "pods" in [r.name for r in core.resources]
+        assert client.CoreApi(api_client).get_api_versions().versions == ["v1"]
+        groups = client.ApisApi(api_client).get_api_versions().groups
+        assert [g.name for g in groups] == ["events.k8s.io", "coordination.k8s.io"]
+        assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"
+        events = client.EventsV1Api(api_client).get_api_resources()
+        assert [(r.name, r.kind, r.short_names) for r in events.resources] == [
+            ("events", "Event", ["ev"])]
+        leases = client.CoordinationV1Api(api_client).get_api_resources()
+        assert [r.name for r in leases.resources] == ["leases"]
+        group = client.CoordinationApi(api_client).get_api_group()
+        assert group.name == "coordination.k8s.io"
+
+
+async def test_kubernetes_asyncio_discovery(apiserver: ApiServer) -> None:
+    configuration = kubernetes_asyncio.client.Configuration()
+    configuration.host = apiserver.url
+    async with kubernetes_asyncio.client.ApiClient(configuration) as api_client:
+        client = kubernetes_asyncio.client
+        core = await client.CoreV1Api(api_client).get_api_resources()
+        assert "events" in [r.name for r in core.resources]
+        versions = await client.CoreApi(api_client).get_api_versions()
+        assert versions.versions == ["v1"]
+        groups = await client.ApisApi(api_client).get_api_versions()
+        assert "events.k8s.io" in [g.name for g in groups.groups]
+        events = await client.EventsV1Api(api_client).get_api_resources()
+        assert [r.name for r in events.resources] == ["events"]
+        group = await client.EventsApi(api_client).get_api_group()
+        assert group.name == "events.k8s.io"
+
+
+# --- /openapi/v2 ----------------------------------------------------------------------------
+
+async def test_openapi_v2_json(client: httpx.AsyncClient) -> None:
+    response = await client.get("/openapi/v2", headers={"Accept": "application/json"})
+    assert response.headers["content-type"] == "application/json"
+    document = response.json()
+    assert document["swagger"] == "2.0"
+    definitions = document["definitions"]
+    pod = definitions["io.k8s.api.core.v1.Pod"]
+    assert pod["x-kubernetes-group-version-kind"] == [{"group": "", "version": "v1",
+                                                       "kind": "Pod"}]
+    # a v2 reference stands alone, where v3 wraps it in allOf
+    assert pod["properties"]["spec"] == {"$ref": "#/definitions/io.k8s.api.core.v1.PodSpec"}
+    event = definitions["io.k8s.api.events.v1.Event"]
+    assert event["properties"]["regarding"]["$ref"] == (
+        "#/definitions/io.k8s.api.core.v1.ObjectReference")
+    assert "io.k8s.api.coordination.v1.Lease" in definitions
+    refs = re.findall(r'"\$ref":"#/definitions/([^"]+)"', response.text)
+    assert refs and set(refs) <= set(definitions)  # every reference resolves
+    item = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]
+    put = item["put"]
+    assert put["x-kubernetes-action"] == "put"
+    assert put["x-kubernetes-group-version-kind"] == {"group": "", "version": "v1",
+                                                      "kind": "Pod"}
+    assert put["parameters"][0] == {"name": "body", "in": "body", "required": True,
+                                    "schema": {"$ref": "#/definitions/io.k8s.api.core.v1.Pod"}}
+    assert "application/json" in put["produces"] and put["consumes"] == ["*/*"]
+    assert "application/merge-patch+json" in item["patch"]["consumes"]
+    assert {"name": "name", "in": "path", "description": "name of the Pod",
+            "required": True, "type": "string", "uniqueItems": True} in item["parameters"]
+    listing = document["paths"]["/apis/events.k8s.io/v1/namespaces/{namespace}/events"]["get"]
+    assert listing["operationId"] == "listEventsV1NamespacedEvent"
+    assert "application/json;stream=watch" in listing["produces"]
+    etag = response.headers["etag"]
+    cached = await client.get("/openapi/v2", headers={"If-None-Match": etag})
+    assert cached.status_code == 304
+    refused = await client.get("/openapi/v2", headers={"Accept": "text/html"})
+    assert refused.status_code == 406 and refused.json()["kind"] == "Status"
+
+
+async def test_openapi_v2_protobuf(client: httpx.AsyncClient) -> None:
+    """client-go's OpenAPISchema() asks for gnostic's protobuf (and refuses a Content-Type
+    with '@' in it): the document decodes to the same definitions."""
+    response = await client.get("/openapi/v2", headers={
+        "Accept": "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"})
+    assert response.headers["content-type"] == (
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
+    document = dict(protobuf.fields(response.content))
+    assert document[1] == b"2.0"
+    named = [dict(protobuf.fields(entry)) for number, entry in protobuf.fields(document[9])
+             if number == 1 and isinstance(entry, bytes)]
+    names = {entry[1].decode() for entry in named if isinstance(entry[1], bytes)}
+    json_names = set((await client.get("/openapi/v2")).json()["definitions"])
+    assert names == json_names
+
+
+@pytest.mark.skipif(not Path(OLD_KUBECTL).exists(), reason=f"no kubectl 1.32 at {OLD_KUBECTL}")
+@pytest.mark.parametrize("output", ["plaintext-openapiv2", "plaintext"])
+def test_kubectl_1_32_explain(apiserver: ApiServer, tmp_path: Path, output: str) -> None:
+    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl", binary=OLD_KUBECTL)
+    text = kubectl("explain", "pods.spec.containers", "--output", output)
+    assert "KIND:" in text and "Pod" in text
+    assert "image\t<string>" in text
+    events = kubectl("explain", "events", "--api-version=events.k8s.io/v1", "--output", output)
+    assert "regarding\t<" in events and "reportingController\t<string>" in events
+
+
+def test_kubectl_explain(kubectl: Kubectl) -> None:
+    text = kubectl("explain", "pods.spec.containers")
+    assert "FIELD: containers <[]Container>" in text
+    regarding = kubectl("explain", "events.regarding", "--api-version=events.k8s.io/v1")
+    assert "GROUP:      events.k8s.io" in regarding
+    assert "FIELD: regarding <ObjectReference>" in regarding
