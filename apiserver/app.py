@@ -392,7 +392,8 @@ class ApiServer:
                  f" in {target.namespace}" if target.namespace else "",
                  f" ({selected})" if selected else "", len(done))
         return json_response({"kind": resource.list_kind, "apiVersion": resource.api_version,
-                              "metadata": {}, "items": done})
+                              "metadata": {},
+                              "items": [present(resource, obj) for obj in done]})
 
     async def bind(self, request: Request, target: Target) -> Response:
         assert target.name is not None and target.namespace is not None

@@ -127,7 +127,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
             "resource": "events",
             "responseKind": {"group": "events.k8s.io", "version": "v1", "kind": "Event"},
             "scope": "Namespaced", "singularResource": "event",
-            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch",
+                      "update", "watch"],
             "shortNames": ["ev"]}]}]}, {
         "metadata": {"name": "coordination.k8s.io", "creationTimestamp": None},
         "versions": [{"version": "v1", "freshness": "Current", "resources": [{

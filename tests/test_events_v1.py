@@ -291,3 +291,21 @@ def test_lightkube(apiserver: ApiServer) -> None:
                                                    fields={"metadata.name": name})]
     assert names == [name]
     client.delete(Event, name, namespace="default")
+
+
+async def test_deletecollection_through_v1(http: httpx.AsyncClient) -> None:
+    names = [unique("bulk"), unique("bulk")]
+    for name in names:
+        event = v1_event(name)
+        event["regarding"]["name"] = "bulk-target"
+        (await http.post(f"{V1}/namespaces/default/events", json=event)).raise_for_status()
+    deleted = await http.delete(f"{V1}/namespaces/default/events",
+                                params={"fieldSelector": "involvedObject.name=bulk-target"})
+    assert deleted.status_code == 200, deleted.text
+    body = deleted.json()
+    assert (body["kind"], body["apiVersion"]) == ("EventList", "events.k8s.io/v1")
+    assert sorted(i["metadata"]["name"] for i in body["items"]) == sorted(names)
+    assert {i["note"] for i in body["items"]} == {"all good"}
+    left = (await http.get(f"{CORE}/namespaces/default/events",
+                           params={"fieldSelector": "involvedObject.name=bulk-target"})).json()
+    assert left["items"] == []
