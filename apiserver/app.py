@@ -493,7 +493,9 @@ def render_metrics(registry: Registry) -> str:
 
 
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
-               event_ttl: int = 3600) -> ResourceFront:
+               event_ttl: int = 3600, controllers: bool = True) -> ResourceFront:
+    """The apiserver's ASGI app. `controllers`: whether this process also runs the
+    in-process controllers (namespace lifecycle); with --workers only worker 0 does."""
     storage = Storage(etcd_servers)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     server = ApiServer(registry)
@@ -503,7 +505,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await storage.start()
         registry.start_caches()
-        namespaces.start()
+        if controllers:
+            namespaces.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
         await namespaces.stop()

@@ -202,6 +202,109 @@ async def test_a_paged_list_racing_with_writes_is_the_first_pages_snapshot(
     assert len(now["items"]) == 40 + 2 * step - step
 
 
+# Every resourceVersion / resourceVersionMatch / limit combination a client may send, on a
+# namespace of 5 pods p-000..p-004 whose p-001 was relabelled after `old` was read:
+# (query, which revision the answer is at, where its pages come from, its names).
+OLD, NOW = "old", "now"
+COMBINATIONS = [
+    ({}, NOW, "cache", 5),
+    ({"limit": "2"}, NOW, "cache", 5),
+    ({"resourceVersion": "0"}, NOW, "cache", 5),
+    ({"resourceVersion": "0", "limit": "2"}, NOW, "cache", 5),
+    ({"resourceVersion": OLD}, NOW, "cache", 5),  # legacy NotOlderThan
+    ({"resourceVersion": OLD, "resourceVersionMatch": "NotOlderThan"}, NOW, "cache", 5),
+    ({"resourceVersion": OLD, "resourceVersionMatch": "NotOlderThan", "limit": "2"}, NOW,
+     "cache", 5),
+    ({"resourceVersion": OLD, "limit": "2"}, OLD, "etcd", 5),  # legacy Exact
+    ({"resourceVersion": OLD, "resourceVersionMatch": "Exact"}, OLD, "etcd", 5),
+    ({"resourceVersion": OLD, "resourceVersionMatch": "Exact", "limit": "2"}, OLD, "etcd", 5),
+    ({"resourceVersion": NOW, "resourceVersionMatch": "Exact", "limit": "2"}, NOW, "cache", 5),
+]
+
+
+@pytest.mark.parametrize(("query", "at", "source", "count"), COMBINATIONS,
+                         ids=lambda v: str(v) if isinstance(v, dict) else None)
+async def test_every_list_option_combination(http: httpx.AsyncClient, query: dict[str, str],
+                                             at: str, source: str, count: int) -> None:
+    namespace, url = await namespace_with_pods(http, 5)
+    old = (await http.get(url)).json()["metadata"]["resourceVersion"]
+    r = await http.patch(f"{url}/p-001", json={"metadata": {"labels": {"late": "yes"}}},
+                         headers={"Content-Type": "application/merge-patch+json"})
+    now = r.json()["metadata"]["resourceVersion"]
+    revisions = {OLD: old, NOW: now}
+    params = {k: revisions.get(v, v) for k, v in query.items()}
+    served_before = await pages_served(http)
+    found = [(await http.get(url, params=params)).json()]
+    while token := found[-1]["metadata"].get("continue"):  # a continue carries the rest
+        found.append((await http.get(url, params={"limit": params["limit"],
+                                                  "continue": token})).json())
+    served = await pages_served(http)
+
+    assert names(found) == [f"p-{i:03d}" for i in range(count)]
+    listed_at = {int(p["metadata"]["resourceVersion"]) for p in found}
+    assert len(listed_at) == 1  # every page of one LIST is at the first page's revision
+    if at == OLD:
+        assert listed_at == {int(old)}
+        assert "late" not in (found[0]["items"][1]["metadata"].get("labels") or {})
+    else:
+        assert listed_at.pop() >= int(now)
+        p001 = next(i for p in found for i in p["items"] if i["metadata"]["name"] == "p-001")
+        assert p001["metadata"]["labels"] == {"late": "yes"}
+    if "limit" in params:
+        assert [len(p["items"]) for p in found] == [2, 2, 1]
+        assert [p["metadata"].get("remainingItemCount") for p in found] == [3, 1, None]
+    grew = {s: served[s] - served_before[s] for s in ("cache", "etcd")}
+    assert grew[source] == len(found), grew
+    assert grew["cache" if source == "etcd" else "etcd"] == 0, grew
+
+
+async def test_a_paged_list_with_writes_racing_it_concurrently(
+        http: httpx.AsyncClient) -> None:
+    """Pages read while a writer creates pods ahead of and behind the cursor, deletes and
+    relabels: each page is the first page's snapshot, every object exactly once."""
+    _, url = await namespace_with_pods(http, 60)
+    first = (await http.get(url, params={"limit": "4"})).json()
+    snapshot = int(first["metadata"]["resourceVersion"])
+    stop = asyncio.Event()
+    writes = 0
+
+    async def writer() -> None:
+        nonlocal writes
+        i = 0
+        while not stop.is_set():
+            i += 1
+            results = await asyncio.gather(
+                http.post(url, json=pod(f"z-{i:03d}")),  # ahead of every cursor
+                http.post(url, json=pod(f"a-{i:03d}")),  # behind every cursor
+                http.delete(f"{url}/p-{60 - i:03d}", params={"gracePeriodSeconds": "0"}),
+                http.patch(f"{url}/p-{30 + i % 30:03d}",
+                           json={"metadata": {"labels": {"touched": str(i)}}},
+                           headers={"Content-Type": "application/merge-patch+json"}))
+            assert all(r.status_code < 300 for r in results[:2])
+            writes += 1
+
+    task = asyncio.create_task(writer())
+    found = [first]
+    token = first["metadata"]["continue"]
+    try:
+        while token:
+            r = await http.get(url, params={"limit": "4", "continue": token})
+            assert r.status_code == 200, r.text
+            found.append(r.json())
+            token = r.json()["metadata"].get("continue", "")
+            await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await task
+    assert writes > 0
+    assert names(found) == [f"p-{i:03d}" for i in range(60)]
+    assert {int(p["metadata"]["resourceVersion"]) for p in found} == {snapshot}
+    for page in found:
+        for item in page["items"]:
+            assert int(item["metadata"]["resourceVersion"]) <= snapshot
+            assert "touched" not in (item["metadata"].get("labels") or {})
+
+
 async def test_a_consistent_list_sees_every_acknowledged_write(http: httpx.AsyncClient) -> None:
     namespace, url = await namespace_with_pods(http, 0)
     served_before = await pages_served(http)
