@@ -1,7 +1,7 @@
 """The apiserver's figures from issue 9, each against a baseline measured in the same run.
 
     .venv/bin/python bench/bench_apiserver.py [--duration 10] [--pods 10000]
-        [--only creates|list|watch] [--apiserver-args '--workers 2']
+        [--only creates|list|watch] [--apiserver-args '--workers 2'] [--profile DIR]
 
 It starts its own etcd (temporary data dir, free ports), apiserver and, for the creates,
 bench/bare_endpoint.py, all on 127.0.0.1, and stops them and removes the directory at the
@@ -497,6 +497,90 @@ def raw_puts(c: Cluster, args: argparse.Namespace, value_size: int) -> dict[str,
     return {"rate": puts / seconds, "p99_ms": p99}
 
 
+PY_SPY = str(Path(sys.executable).with_name("py-spy")) \
+    if Path(sys.executable).with_name("py-spy").exists() else "py-spy"
+# Where a frame's time is counted, by the file it runs in (first match wins).
+PROFILE_BUCKETS = [
+    ("asyncio event loop, uvloop, selectors", ("asyncio/", "uvloop", "selectors.py")),
+    ("HTTP server (uvicorn, httptools)", ("uvicorn/", "httptools")),
+    ("ASGI request/response (starlette)", ("starlette/",)),
+    ("etcd client (aetcd, gRPC, protobuf)", ("aetcd/", "grpc/", "google/protobuf")),
+    ("JSON (orjson)", ("orjson",)),
+    ("kubelite apiserver", ("apiserver/",)),
+    ("kubelite common", ("common/",)),
+]
+
+
+def profile_summary(collapsed: str) -> list[tuple[str, float]]:
+    """Share of samples by the innermost frame's bucket, from py-spy's collapsed stacks
+    (`frame;frame;... count` lines; frames look like `name (path:line)`)."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = stack.split(";")
+        total += int(count)
+        bucket = "other (stdlib, idle)"
+        for frame in reversed(frames):  # innermost first: the first frame we can place
+            found = next((name for name, marks in PROFILE_BUCKETS
+                          if any(m in frame for m in marks)), None)
+            if found:
+                bucket = found
+                break
+        counts[bucket] = counts.get(bucket, 0) + int(count)
+    return sorted(((b, n / total) for b, n in counts.items()), key=lambda x: -x[1]) if total \
+        else []
+
+
+def self_time(collapsed: str) -> list[tuple[str, float]]:
+    """Share of samples by innermost frame (time spent in the function itself, or in C
+    code it called: py-spy shows no native frames)."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            frame = stack.rsplit(";", 1)[-1]
+            counts[frame] = counts.get(frame, 0) + int(count)
+            total += int(count)
+    return sorted(((f, n / total) for f, n in counts.items()), key=lambda x: -x[1]) \
+        if total else []
+
+
+@contextlib.contextmanager
+def profiled(c: Cluster, args: argparse.Namespace) -> Iterator[None]:
+    """With --profile DIR: py-spy samples every apiserver process while the block runs,
+    writes its collapsed stacks (and a flame graph) there and prints where the time went."""
+    if not args.profile:
+        yield
+        return
+    out = Path(args.profile)
+    out.mkdir(parents=True, exist_ok=True)
+    spies = []
+    for pid in group_pids(c.api.process.pid):
+        for fmt, suffix in (("raw", "txt"), ("flamegraph", "svg")):
+            spies.append((pid, suffix, subprocess.Popen(
+                [PY_SPY, "record", "--nonblocking", "--rate", "250", "-p", str(pid),
+                 "--duration", str(int(args.duration)), "--format", fmt,
+                 "-o", str(out / f"creates-{pid}.{suffix}")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+    yield
+    for _, _, spy in spies:
+        spy.wait(timeout=args.duration + 30)
+    for pid, suffix, _ in spies:
+        path = out / f"creates-{pid}.{suffix}"
+        if suffix == "txt" and path.exists() and path.stat().st_size:
+            shares = profile_summary(path.read_text())
+            print(f"  profile of apiserver pid {pid} ({path}):")
+            for bucket, share in shares:
+                print(f"    {share:6.1%}  {bucket}")
+            print("    busiest functions (own time):")
+            for frame, share in self_time(path.read_text())[:12]:
+                print(f"    {share:6.1%}  {frame}")
+
+
 def section_creates(c: Cluster, args: argparse.Namespace) -> list[Figure]:
     print(f"== creates: {args.duration:g}s each, {args.connections} connections")
     api_url = c.api.url + PODS.format(ns="default")
@@ -505,7 +589,7 @@ def section_creates(c: Cluster, args: argparse.Namespace) -> list[Figure]:
     if args.warmup > 0:
         create_load(c, api_url, "warm", args, duration=args.warmup)
         create_load(c, bare_url, "warm", args, duration=args.warmup)
-    with cpu_usage(c.api.process.pid) as api_cpu:
+    with cpu_usage(c.api.process.pid) as api_cpu, profiled(c, args):
         api = create_load(c, api_url, "p", args, duration=args.duration)
     print(f"  apiserver: {api.requests} POSTs in {api.seconds:.1f}s = {api.rate:.0f} creates/s, "
           f"p50 {api.p50_ms:.1f} ms, p99 {api.p99_ms:.1f} ms; {api.errors()}; "
@@ -623,6 +707,8 @@ def parse_args() -> argparse.Namespace:
                    help="run only this section (repeatable)")
     p.add_argument("--apiserver-args", default="",
                    help="extra apiserver arguments, e.g. '--workers 2'")
+    p.add_argument("--profile", metavar="DIR", default="",
+                   help="sample the apiserver with py-spy during the creates, into DIR")
     p.add_argument("--connections", "--concurrency", type=int, default=32,
                    help="wrk connections for the creates")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of unmeasured creates")
