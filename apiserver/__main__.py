@@ -32,12 +32,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--event-ttl", type=parse_duration, default=3600,
                         help="how long events are kept (e.g. 1h)")
+    parser.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
+                        help="how often etcd's history is compacted, keeping one interval "
+                             "of it (e.g. 5m; 0 disables)")
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args()
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     app = create_app([s for s in args.etcd_servers.split(",") if s],
-                     etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl)
+                     etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
+                     compaction_interval=args.etcd_compaction_interval)
     # What is loaded by now (FastAPI, pydantic, gRPC: a few hundred thousand objects) lives
     # as long as the process: keep it out of the collector's full passes, each of which
     # otherwise stalls every request for 50+ ms (create p99 75 -> 30 ms under load).

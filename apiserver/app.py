@@ -33,6 +33,8 @@ from apiserver import (
     schema,
     tables,
 )
+from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
+from apiserver.compactor import Compactor
 from apiserver.decode import (
     check_type_meta,
     decode_object,
@@ -493,8 +495,10 @@ def render_metrics(registry: Registry) -> str:
 
 
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
-               event_ttl: int = 3600) -> ResourceFront:
+               event_ttl: int = 3600,
+               compaction_interval: float = DEFAULT_COMPACTION_INTERVAL) -> ResourceFront:
     storage = Storage(etcd_servers)
+    compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     server = ApiServer(registry)
     namespaces = NamespaceController(registry)
@@ -504,8 +508,10 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         await storage.start()
         registry.start_caches()
         namespaces.start()
+        compactor.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
+        await compactor.stop()
         await namespaces.stop()
         await registry.cacher.stop()
         await storage.close()
