@@ -222,6 +222,8 @@ class ApiServer:
             return await self.bind(request, target)
         elif target.subresource == "log" and method == "GET":
             return await self.pod_log(request, target)
+        elif target.subresource == "eviction" and method == "POST":
+            return await self.evict(request, target)
         raise errors.method_not_allowed()
 
     # -- reads -------------------------------------------------------------------------
@@ -411,6 +413,30 @@ class ApiServer:
         if not dry_run:
             log.info("bound pod %s/%s to %s", target.namespace, target.name,
                      (binding.get("target") or {}).get("name"))
+        return json_response(SUCCESS_CREATED, 201)
+
+    async def evict(self, request: Request, target: Target) -> Response:
+        """POST pods/{name}/eviction (policy/v1 Eviction, what `kubectl drain` sends). No
+        PodDisruptionBudget exists here, so an eviction is the pod's delete with the
+        Eviction's DeleteOptions, dryRun included, as kube's eviction REST does for a pod no
+        budget covers."""
+        assert target.name is not None
+        body = await decode_object(request, "Eviction", "policy/v1",
+                                   accept_api_versions=("policy/v1beta1",))
+        check_body_namespace(body, target.namespace)
+        body_name = (body.get("metadata") or {}).get("name")
+        if body_name != target.name:
+            raise errors.BadRequest("name in URL does not match name in Eviction object")
+        delete_body = body.get("deleteOptions")
+        if delete_body is not None and not isinstance(delete_body, dict):
+            raise errors.BadRequest("deleteOptions of an Eviction must be an object")
+        delete_options = options.delete_options(request.query_params, delete_body)
+        obj, deleted = await self.registry.delete(
+            target.resource, target.namespace, target.name,
+            grace_period=delete_options.grace_period_seconds,
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+        log.info("%sevicted pod %s (%s)", "dry run: " if delete_options.dry_run else "",
+                 describe(obj), "deleted" if deleted else "marked for deletion")
         return json_response(SUCCESS_CREATED, 201)
 
     async def pod_log(self, request: Request, target: Target) -> Response:

@@ -75,7 +75,7 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
-        "pods/binding", "pods/log", "pods/status", "services"]
+        "pods/binding", "pods/eviction", "pods/log", "pods/status", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -113,6 +113,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
         "subresources": [
             {"subresource": "binding", "verbs": ["create"],
              "responseKind": {"group": "", "version": "v1", "kind": "Binding"}},
+            {"subresource": "eviction", "verbs": ["create"],
+             "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}},
             {"subresource": "log", "verbs": ["get"],
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}},
             {"subresource": "status", "verbs": ["get", "patch", "update"],
