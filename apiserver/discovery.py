@@ -317,6 +317,7 @@ async def get_api_group_version(group: str, version: str) -> Response:
 
 
 @router.get("/version")
+@router.get("/version/")  # kr8s asks for this one
 async def get_version() -> Response:
     return json_response(version_info())
 

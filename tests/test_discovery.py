@@ -302,7 +302,8 @@ async def test_kubectl_get_prints_the_servers_columns(kubectl: Kubectl,
 # --- trailing slashes, Status for everything else ----------------------------------------------
 
 @pytest.mark.parametrize("path", ["/api", "/apis", "/api/v1", "/apis/coordination.k8s.io",
-                                  "/apis/coordination.k8s.io/v1", "/apis/events.k8s.io/v1"])
+                                  "/apis/coordination.k8s.io/v1", "/apis/events.k8s.io/v1",
+                                  "/version"])
 async def test_discovery_with_a_trailing_slash(client: httpx.AsyncClient, path: str) -> None:
     without, with_slash = await client.get(path), await client.get(path + "/")
     assert with_slash.status_code == without.status_code == 200
