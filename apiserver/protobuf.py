@@ -359,9 +359,6 @@ MESSAGES: dict[str, dict[int, F]] = {
                                       2: ptr("expirationSeconds", INT), 3: F("path", STRING)},
 }
 
-SCALARS = (STRING, INT, BOOL)
-
-
 # -- decoding ----------------------------------------------------------------------------
 
 

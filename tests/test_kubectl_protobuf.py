@@ -128,6 +128,19 @@ def test_drain_dry_run_then_drain(cluster: Cluster) -> None:
         log = cluster.apiserver.process.log()
         assert all(f"dry run: evicted pod default/{name}" in log for name in names)
 
+        # without evictions, drain DELETEs each pod with protobuf DeleteOptions: the dry run
+        # in them is honoured too
+        out = kubectl.run("drain", cluster.node, "--dry-run=server", "--disable-eviction",
+                          "--ignore-daemonsets", "--force", check=False)
+        print("kubectl drain --dry-run=server --disable-eviction:", out.returncode, out.stdout,
+              out.stderr)
+        assert out.returncode == 0, out.stderr
+        assert "drained (server dry run)" in out.stdout
+        assert pod_names(kubectl) == names
+        log = cluster.apiserver.process.log()
+        assert all(f"dry run: marked for deletion pods default/{name}" in log
+                   or f"dry run: deleted pods default/{name}" in log for name in names)
+
         out = kubectl.run("drain", cluster.node, "--ignore-daemonsets", "--force",
                           "--grace-period=1", "--timeout=90s", check=False)
         print("kubectl drain:", out.returncode, out.stdout, out.stderr)
