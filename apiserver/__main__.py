@@ -54,6 +54,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--event-ttl", type=parse_duration, default=3600,
                    help="how long events are kept (e.g. 1h)")
+    p.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
+                   help="how often etcd's history is compacted, keeping one interval "
+                        "of it (e.g. 5m; 0 disables)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="serving processes on the one port (default 1)")
     p.add_argument("--log-level", default="info")
@@ -117,6 +120,7 @@ def serve(args: argparse.Namespace) -> None:
     worker = args.worker_index
     app = create_app([s for s in args.etcd_servers.split(",") if s],
                      etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
+                     compaction_interval=args.etcd_compaction_interval,
                      controllers=worker in (None, 0))
     try:
         sock = listen_socket(args.bind_address, args.port, reuse_port=worker is not None)

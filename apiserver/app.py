@@ -33,6 +33,8 @@ from apiserver import (
     schema,
     tables,
 )
+from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
+from apiserver.compactor import Compactor
 from apiserver.decode import (
     check_type_meta,
     decode_object,
@@ -220,6 +222,8 @@ class ApiServer:
             return await self.bind(request, target)
         elif target.subresource == "log" and method == "GET":
             return await self.pod_log(request, target)
+        elif target.subresource == "eviction" and method == "POST":
+            return await self.evict(request, target)
         raise errors.method_not_allowed()
 
     # -- reads -------------------------------------------------------------------------
@@ -411,6 +415,30 @@ class ApiServer:
                      (binding.get("target") or {}).get("name"))
         return json_response(SUCCESS_CREATED, 201)
 
+    async def evict(self, request: Request, target: Target) -> Response:
+        """POST pods/{name}/eviction (policy/v1 Eviction, what `kubectl drain` sends). No
+        PodDisruptionBudget exists here, so an eviction is the pod's delete with the
+        Eviction's DeleteOptions, dryRun included, as kube's eviction REST does for a pod no
+        budget covers."""
+        assert target.name is not None
+        body = await decode_object(request, "Eviction", "policy/v1",
+                                   accept_api_versions=("policy/v1beta1",))
+        check_body_namespace(body, target.namespace)
+        body_name = (body.get("metadata") or {}).get("name")
+        if body_name != target.name:
+            raise errors.BadRequest("name in URL does not match name in Eviction object")
+        delete_body = body.get("deleteOptions")
+        if delete_body is not None and not isinstance(delete_body, dict):
+            raise errors.BadRequest("deleteOptions of an Eviction must be an object")
+        delete_options = options.delete_options(request.query_params, delete_body)
+        obj, deleted = await self.registry.delete(
+            target.resource, target.namespace, target.name,
+            grace_period=delete_options.grace_period_seconds,
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+        log.info("%sevicted pod %s (%s)", "dry run: " if delete_options.dry_run else "",
+                 describe(obj), "deleted" if deleted else "marked for deletion")
+        return json_response(SUCCESS_CREATED, 201)
+
     async def pod_log(self, request: Request, target: Target) -> Response:
         assert target.name is not None
         from apiserver.logs import proxy_pod_log
@@ -493,10 +521,14 @@ def render_metrics(registry: Registry) -> str:
 
 
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
-               event_ttl: int = 3600, controllers: bool = True) -> ResourceFront:
+               event_ttl: int = 3600,
+               compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
+               controllers: bool = True) -> ResourceFront:
     """The apiserver's ASGI app. `controllers`: whether this process also runs the
-    in-process controllers (namespace lifecycle); with --workers only worker 0 does."""
+    in-process controllers (namespace lifecycle); with --workers only worker 0 does. Every
+    process compacts: like kube's apiservers, they agree on etcd who does it each interval."""
     storage = Storage(etcd_servers)
+    compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     server = ApiServer(registry)
     namespaces = NamespaceController(registry)
@@ -507,8 +539,10 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         registry.start_caches()
         if controllers:
             namespaces.start()
+        compactor.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
+        await compactor.stop()
         await namespaces.stop()
         await registry.cacher.stop()
         await storage.close()

@@ -46,6 +46,8 @@ class Subresource:
     name: str
     kind: str
     verbs: tuple[str, ...]
+    # the group version of its kind when it is not the resource's (pods/eviction: policy/v1)
+    group_version: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, "Binding", ("create",))
     if name == "log":
         return Subresource(name, kind, ("get",))
+    if name == "eviction":
+        return Subresource(name, "Eviction", ("create",), ("policy", "v1"))
     return Subresource(name, kind, STATUS_VERBS)
 
 
@@ -143,8 +147,11 @@ def api_resource(info: ResourceInfo) -> dict[str, Any]:
 
 
 def api_subresource(info: ResourceInfo, sub: Subresource) -> dict[str, Any]:
-    return {"name": f"{info.plural}/{sub.name}", "singularName": "",
-            "namespaced": info.namespaced, "kind": sub.kind, "verbs": list(sub.verbs)}
+    entry: dict[str, Any] = {"name": f"{info.plural}/{sub.name}", "singularName": "",
+                             "namespaced": info.namespaced}
+    if sub.group_version is not None:
+        entry["group"], entry["version"] = sub.group_version
+    return {**entry, "kind": sub.kind, "verbs": list(sub.verbs)}
 
 
 def api_resource_list(group: str = "", version: str = "v1") -> dict[str, Any] | None:
@@ -184,7 +191,8 @@ def aggregated_resource(info: ResourceInfo) -> dict[str, Any]:
     if info.subresources:
         entry["subresources"] = [
             {"subresource": sub.name,
-             "responseKind": response_kind(sub.kind, info.group, info.version),
+             "responseKind": response_kind(sub.kind, *(sub.group_version
+                                                       or (info.group, info.version))),
              "verbs": list(sub.verbs)} for sub in info.subresources]
     return entry
 
@@ -309,6 +317,7 @@ async def get_api_group_version(group: str, version: str) -> Response:
 
 
 @router.get("/version")
+@router.get("/version/")  # kr8s asks for this one
 async def get_version() -> Response:
     return json_response(version_info())
 

@@ -11,7 +11,8 @@ kube-apiserver's semantics (API concepts, "Semantics for get and list"):
 | `resourceVersion=N` (NotOlderThan, or     | N or newer              | cache once it reached N |
 | legacy without `limit`)                   |                         |                         |
 | `resourceVersion=N&resourceVersionMatch=` | exactly N               | etcd at revision N      |
-| `Exact`, or legacy with `limit`           |                         | (cache if unchanged)    |
+| `Exact`, or legacy with `limit`           |                         | (cache if unchanged and |
+|                                           |                         | not compacted)          |
 | `continue=TOKEN`                          | the first page's        | cache if the resource is|
 |                                           | revision                | unchanged since, else   |
 |                                           |                         | etcd at that revision   |
@@ -236,14 +237,14 @@ async def list_page(storage: Storage, cache: ResourceCache, query: ListQuery) ->
         start, revision = decode_continue(options.continue_token, query.key_prefix)
         if revision < 0:  # continue at the latest revision (after a 410)
             return await _latest(storage, cache, query, start=start)
-        if cache.unchanged_between(revision):
+        if cache.unchanged_between(revision) and not await storage.is_compacted(revision):
             return _from_cache(cache, query, start=start, revision=revision)
         return await _from_etcd(storage, query, describe, start=start, revision=revision,
                                 paging=True, token=options.continue_token)
     rv = options.resource_version
     if options.match == EXACT or (not options.match and options.limit and rv not in ("", "0")):
         revision = parse_revision(rv)
-        if cache.unchanged_between(revision):
+        if cache.unchanged_between(revision) and not await storage.is_compacted(revision):
             return _from_cache(cache, query, start=None, revision=revision)
         return await _from_etcd(storage, query, describe, start=None, revision=revision,
                                 paging=False)

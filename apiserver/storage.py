@@ -306,7 +306,39 @@ class Storage:
         return int(resp.ID)
 
     async def compact(self, revision: int) -> None:
-        await self._call(self._kv.Compact, rpc.CompactionRequest(revision=revision, physical=True))
+        """Drop the history before `revision` (kube's compactor does not wait for the
+        physical compaction, which may take longer than a call may)."""
+        await self._call(self._kv.Compact, rpc.CompactionRequest(revision=revision))
+
+    async def swap_version(self, key: str, expected_version: int, value: bytes,
+                           ) -> tuple[bool, int, int, bytes]:
+        """Put `value` at `key` if the key's version (how many times it was written since
+        it was created; 0: absent) is `expected_version`. Returns (whether it was put,
+        the revision after the transaction, the key's version, the key's value)."""
+        raw = key.encode()
+        compare = [rpc.Compare(key=raw, target=rpc.Compare.VERSION, result=rpc.Compare.EQUAL,
+                               version=expected_version)]
+        put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=value))
+        get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
+        resp = await self._txn(compare, [put], [get])
+        revision = int(resp.header.revision)
+        if resp.succeeded:
+            return True, revision, expected_version + 1, value
+        kvs = resp.responses[0].response_range.kvs
+        if not kvs:
+            return False, revision, 0, b""
+        return False, revision, int(kvs[0].version), bytes(kvs[0].value)
+
+    async def is_compacted(self, revision: int) -> bool:
+        """Whether etcd has compacted the history at `revision` away."""
+        try:
+            await self._call(self._kv.Range, rpc.RangeRequest(key=b"\0", count_only=True,
+                                                              revision=revision))
+        except Compacted:
+            return True
+        except FutureRevision:
+            return False
+        return False
 
     # -- watch -------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 - No resourceVersion (or "0"): a synthetic ADDED for every matching object at the
   list's revision, then every change after it.
 - resourceVersion=N: every change with revision > N, in order, each once; an ERROR
-  410 Expired event when etcd has compacted N away.
+  410 Expired event when etcd has compacted N away (even while the watch cache's window
+  still holds it: compacted history is never replayed).
 - With selectors, an object that starts matching arrives as ADDED and one that stops
   matching as DELETED (kube's cacher does the same).
 - BOOKMARK events (when asked for) carry a revision up to which everything was sent:
@@ -139,11 +140,15 @@ async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator
             start = int(str(rv)) + 1
         except ValueError:
             raise errors.BadRequest(f'invalid resource version "{rv}"') from None
+        if await registry.storage.is_compacted(start - 1):
+            # The cache's window may still hold it, but what etcd has compacted is never
+            # replayed: etcd's own watch answers (410, or from the oldest revision kept).
+            return _events(registry, request, [], start, from_cache=False)
     return _events(registry, request, initial, start)
 
 
 async def _events(registry: Registry, request: WatchRequest, initial: list[CachedObject],
-                  start: int) -> AsyncIterator[Event]:
+                  start: int, *, from_cache: bool = True) -> AsyncIterator[Event]:
     for cached in initial:
         yield Change("ADDED", cached)
     if request.send_initial_events:
@@ -152,7 +157,8 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[Cache
         end["object"]["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
         yield end
     last_reported = start - 1  # the newest revision the client has been told about
-    async for item in _changes_after(registry, request, start - 1):
+    async for item in _changes_after(registry, request, start - 1,
+                                         from_cache=from_cache):
         if isinstance(item, Flush):
             yield item
             continue
@@ -177,13 +183,14 @@ async def _events(registry: Registry, request: WatchRequest, initial: list[Cache
             yield change
 
 
-async def _changes_after(registry: Registry, request: WatchRequest, after: int,
+async def _changes_after(registry: Registry, request: WatchRequest, after: int, *,
+                         from_cache: bool = True,
                          ) -> AsyncIterator[CacheEvent | Progress | Closed | Expired | Flush]:
     """Every change after revision `after`: from the shared watch cache when it holds
-    them, else from an etcd watch of our own."""
+    them (and `from_cache`), else from an etcd watch of our own."""
     key_prefix = collection_prefix(registry.prefix, request.resource, request.namespace)
     cache = registry.cache(request.resource)
-    watcher = cache.subscribe(key_prefix, after)
+    watcher = cache.subscribe(key_prefix, after) if from_cache else None
     if watcher is not None:
         async for item in watcher.items():
             yield item

@@ -75,7 +75,7 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
-        "pods/binding", "pods/log", "pods/status", "services"]
+        "pods/binding", "pods/eviction", "pods/log", "pods/status", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -113,6 +113,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
         "subresources": [
             {"subresource": "binding", "verbs": ["create"],
              "responseKind": {"group": "", "version": "v1", "kind": "Binding"}},
+            {"subresource": "eviction", "verbs": ["create"],
+             "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}},
             {"subresource": "log", "verbs": ["get"],
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}},
             {"subresource": "status", "verbs": ["get", "patch", "update"],
@@ -300,7 +302,8 @@ async def test_kubectl_get_prints_the_servers_columns(kubectl: Kubectl,
 # --- trailing slashes, Status for everything else ----------------------------------------------
 
 @pytest.mark.parametrize("path", ["/api", "/apis", "/api/v1", "/apis/coordination.k8s.io",
-                                  "/apis/coordination.k8s.io/v1", "/apis/events.k8s.io/v1"])
+                                  "/apis/coordination.k8s.io/v1", "/apis/events.k8s.io/v1",
+                                  "/version"])
 async def test_discovery_with_a_trailing_slash(client: httpx.AsyncClient, path: str) -> None:
     without, with_slash = await client.get(path), await client.get(path + "/")
     assert with_slash.status_code == without.status_code == 200

@@ -502,7 +502,7 @@ MERGE_KEYS: dict[str, str | None] = {
 
 PODS = Resource(
     plural="pods", singular="pod", kind="Pod", namespaced=True, model=Pod, storage_name="pods",
-    subresources=frozenset({"status", "binding", "log"}), short_names=("po",),
+    subresources=frozenset({"status", "binding", "log", "eviction"}), short_names=("po",),
     categories=("all",),
     descriptions={"Pod": "Pod is a collection of containers that can run on a host. This "
                          "resource is created by clients and scheduled onto hosts."},
