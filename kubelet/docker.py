@@ -469,9 +469,11 @@ def apply_security_context(body: dict[str, Any], pod: Mapping[str, Any],
         host_config["GroupAdd"] = [str(g) for g in groups]
     if security.get("readOnlyRootFilesystem"):
         host_config["ReadonlyRootfs"] = True
-    dropped = (security.get("capabilities") or {}).get("drop") or []
-    if dropped:
-        host_config["CapDrop"] = [str(c) for c in dropped]
+    capabilities = security.get("capabilities") or {}
+    if capabilities.get("add"):
+        host_config["CapAdd"] = [str(c) for c in capabilities["add"]]
+    if capabilities.get("drop"):
+        host_config["CapDrop"] = [str(c) for c in capabilities["drop"]]
     if security.get("allowPrivilegeEscalation") is False:
         host_config["SecurityOpt"] = ["no-new-privileges"]
 
