@@ -212,6 +212,10 @@ async def test_listed_in_discovery_and_openapi(http: httpx.AsyncClient) -> None:
     operations = paths["/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers"]
     assert operations["get"]["operationId"] == "readCoreV1NamespacedPodEphemeralcontainers"
     assert operations["patch"]["operationId"] == "patchCoreV1NamespacedPodEphemeralcontainers"
+    assert operations["put"]["operationId"] == "replaceCoreV1NamespacedPodEphemeralcontainers"
+    swagger = (await http.get("/openapi/v2")).json()["paths"]
+    assert set(swagger["/api/v1/namespaces/{namespace}/pods/{name}/ephemeralcontainers"]) >= {
+        "get", "put", "patch"}
 
 
 async def test_kubectl_debug_adds_one(http: httpx.AsyncClient, pod: dict[str, Any],
@@ -223,3 +227,14 @@ async def test_kubectl_debug_adds_one(http: httpx.AsyncClient, pod: dict[str, An
     got = (await http.get(pods(name))).json()["spec"]["ephemeralContainers"]
     assert [(c["name"], c["image"], c["command"], c["targetContainerName"]) for c in got] == [
         ("debugger", BUSYBOX, ["sleep", "3600"], "app")]
+    # kubectl's default (general) profile lets a debugger with a target trace its processes
+    assert got[0]["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
+    # a second one is appended (kubectl's patch then carries $setElementOrder)
+    kubectl.run("debug", name, f"--image={BUSYBOX}", "-c", "second", "--", "true")
+    got = (await http.get(pods(name))).json()["spec"]["ephemeralContainers"]
+    assert [c["name"] for c in got] == ["debugger", "second"]
+    # the same name again is refused, as an existing one cannot change
+    again = kubectl.run("debug", name, f"--image={BUSYBOX}", "-c", "second", "--", "false",
+                        check=False)
+    assert again.returncode == 1 and "panic" not in again.stderr
+    assert 'existing ephemeral containers "second" may not be changed' in again.stderr
