@@ -210,7 +210,8 @@ class ApiServer:
                 return await self.patch(request, target)
             if method == "DELETE":
                 return await self.delete(request, target)
-        elif target.subresource == "status":
+        elif target.subresource == "status" or \
+                target.subresource in target.resource.subresource_updates:
             if method == "GET":
                 return json_response(present(target.resource, await self.registry.get(
                     target.resource, target.namespace, target.name)))

@@ -31,9 +31,10 @@ def choose_container(pod: Mapping[str, Any], requested: str | None) -> str:
     name = str(meta.get("name") or "")
     names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("containers") or []]
     if requested:
-        init_names = [str(c.get("name")) for c in (pod.get("spec") or {}).get("initContainers")
-                      or []]
-        if requested not in names and requested not in init_names:
+        spec = pod.get("spec") or {}
+        others = [str(c.get("name")) for key in ("initContainers", "ephemeralContainers")
+                  for c in spec.get(key) or []]
+        if requested not in names and requested not in others:
             raise errors.BadRequest(f"container {requested} is not valid for pod {name}")
         return requested
     if len(names) == 1:

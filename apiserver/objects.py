@@ -101,6 +101,9 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, A
         out = dict(old)
         out["status"] = new.get("status") or {}
         return out
+    custom = resource.subresource_updates.get(subresource or "")
+    if custom is not None:
+        return custom.prepare(new, old)
     out = with_type_meta(resource, new)
     old_meta = old.get("metadata") or {}
     meta = {k: v for k, v in (new.get("metadata") or {}).items() if k not in _SERVER_SET_META}

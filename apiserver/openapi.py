@@ -24,6 +24,7 @@ from apiserver.discovery import (
     GIT_VERSION,
     JSON,
     SERVICES,
+    STATUS_VERBS,
     ResourceInfo,
     json_response,
     not_found_response,
@@ -208,13 +209,13 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
                                             f"{info.kind}")
         paths[collection]["delete"] = delete_collection
     for sub in info.subresources:
-        if sub.name == "status":
-            paths[f"{item}/status"] = {
-                "get": _operation(gv, "read", info, sub.kind, "get", [], "status"),
+        if sub.verbs == STATUS_VERBS:  # status, ephemeralcontainers: get, replace, patch
+            paths[f"{item}/{sub.name}"] = {
+                "get": _operation(gv, "read", info, sub.kind, "get", [], sub.name),
                 "put": {**_operation(gv, "replace", info, sub.kind, "put", write_params,
-                                     "status"),
+                                     sub.name),
                         "requestBody": _json_body(gv, sub.kind)},
-                "patch": _patch(gv, info, sub.kind, "status"),
+                "patch": _patch(gv, info, sub.kind, sub.name),
                 "parameters": _path_params(info, named=True),
             }
     return paths

@@ -277,9 +277,8 @@ class Registry:
             if new == kv.value:
                 return objects.with_resource_version(kv.value, kv.mod_revision)
             if validate:
-                check = (validation.validate_status_update if subresource == "status"
-                         else validation.validate_update)
-                check_no_causes(resource, name, check(resource, new, kv.value))
+                check_no_causes(resource, name, validation.validate_subresource_update(
+                    resource, subresource, new, kv.value))
             if dry_run:
                 return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.expires else 0

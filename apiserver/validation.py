@@ -435,6 +435,17 @@ def validate_status_update(resource: Resource, new: dict[str, Any],
                   + resource.validate_status_update(new, old))
 
 
+def validate_subresource_update(resource: Resource, subresource: str | None,
+                                new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """The causes of an update through `subresource` (None: the resource itself)."""
+    if subresource == "status":
+        return validate_status_update(resource, new, old)
+    custom = resource.subresource_updates.get(subresource or "")
+    if custom is not None:
+        return unique(_validate_meta_update(resource, new, old) + custom.validate(new, old))
+    return validate_update(resource, new, old)
+
+
 def _validate_meta_update(resource: Resource, new: dict[str, Any],
                           old: dict[str, Any]) -> list[Cause]:
     new_meta, old_meta = new.get("metadata") or {}, old.get("metadata") or {}

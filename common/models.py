@@ -243,6 +243,13 @@ class Container(KubeModel):
     tty: bool | None = None
 
 
+class EphemeralContainer(Container):
+    """A container added to a running pod (pods/ephemeralcontainers): a Container's fields
+    (validation allows only some of them) and the container whose namespaces it joins."""
+
+    target_container_name: str | None = None
+
+
 class Toleration(KubeModel):
     key: str | None = None
     operator: str | None = None
@@ -255,7 +262,7 @@ class PodSpec(KubeModel):
     volumes: list[Opaque] | None = None
     init_containers: list[Container] | None = None
     containers: list[Container] | None = None
-    ephemeral_containers: list[Opaque] | None = None
+    ephemeral_containers: list[EphemeralContainer] | None = None
     restart_policy: str | None = None
     termination_grace_period_seconds: Int64 | None = None
     active_deadline_seconds: Int64 | None = None

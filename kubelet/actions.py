@@ -5,6 +5,10 @@ be (re)created, which containers to start (with which attempt number) and which 
 kill. Restarting the kubelet and recomputing gives the same answer, which is what makes
 adoption of running containers free of duplicates.
 
+Ephemeral containers (`kubectl debug`) are started once each, when the runtime has no
+instance of them, and never again whatever the pod's restartPolicy; a running one is
+neither a reason to keep the sandbox nor a container to kill.
+
 Also the kubelet's back-off (client-go flowcontrol.Backoff): per-key delays doubling
 from 10 s to 5 min, forgotten once the key has been quiet for twice the maximum
 (so a container that ran 10 minutes starts again from 10 s).
@@ -92,6 +96,37 @@ class PodActions:
     sandbox_attempt: int = 0
     start: list[StartContainer] = field(default_factory=list)
     kill: list[KillContainer] = field(default_factory=list)
+    start_ephemeral: list[StartContainer] = field(default_factory=list)
+
+
+class TargetNotRunning(Exception):
+    """The container an ephemeral container targets has no running instance."""
+
+
+def ephemeral_specs(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("spec") or {}).get("ephemeralContainers") or [])
+
+
+def ephemeral_containers_to_start(pod: Mapping[str, Any],
+                                  observation: PodObservation) -> list[StartContainer]:
+    """The ephemeral containers that never ran here: one with any instance in the runtime,
+    running or exited, is never started again (so no restart, and no duplicate after a
+    kubelet restart)."""
+    return [StartContainer(str(spec["name"]), 0, None) for spec in ephemeral_specs(pod)
+            if observation.latest(str(spec["name"])) is None]
+
+
+def pid_target(container: Mapping[str, Any], observation: PodObservation) -> str | None:
+    """The runtime id of the container whose PID namespace an ephemeral container joins
+    (`targetContainerName`), None when it has no target; TargetNotRunning, with the
+    kubelet's wording, when the target is not running."""
+    target = container.get("targetContainerName")
+    if not target:
+        return None
+    latest = observation.latest(str(target))
+    if latest is None or latest.state != "running":
+        raise TargetNotRunning(f"unable to find target container {target}")
+    return latest.id
 
 
 def sandbox_changed(pod: Mapping[str, Any], observation: PodObservation) -> tuple[bool, int]:
@@ -134,7 +169,7 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
             actions.create_sandbox = False
         return actions
 
-    wanted = {spec["name"] for spec in specs}
+    wanted = {spec["name"] for spec in specs + ephemeral_specs(pod)}
     keep = 0
     for spec in specs:
         latest = observation.latest(spec["name"])
@@ -154,6 +189,8 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
                 container, f"Container {container.name} is not in the pod's spec"))
     if keep == 0 and not actions.start:
         actions.kill_pod = True  # nothing left to run: stop the sandbox too
+    else:
+        actions.start_ephemeral = ephemeral_containers_to_start(pod, observation)
     return actions
 
 

@@ -409,8 +409,10 @@ def port_key(port: Mapping[str, Any]) -> str:
 
 
 def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], *,
-                          node_name: str, sandbox_id: str, attempt: int) -> dict[str, Any]:
-    """A Docker create body for one pod container joining the sandbox's namespaces.
+                          node_name: str, sandbox_id: str, attempt: int,
+                          pid_target: str | None = None) -> dict[str, Any]:
+    """A Docker create body for one pod container joining the sandbox's namespaces (and,
+    for an ephemeral container with a target, the target's PID namespace).
 
     command -> Entrypoint and args -> Cmd, which gives Kubernetes' override rules: an
     Entrypoint set without Cmd drops the image's CMD, args alone keep its ENTRYPOINT.
@@ -422,7 +424,9 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         "IpcMode": shared,
         "RestartPolicy": {"Name": "no"},
     }
-    if (pod.get("spec") or {}).get("shareProcessNamespace"):
+    if pid_target:
+        host_config["PidMode"] = f"container:{pid_target}"
+    elif (pod.get("spec") or {}).get("shareProcessNamespace"):
         host_config["PidMode"] = shared
     if "cpu" in limits:
         host_config["NanoCpus"] = resources.nano_cpus(limits["cpu"])
@@ -469,9 +473,11 @@ def apply_security_context(body: dict[str, Any], pod: Mapping[str, Any],
         host_config["GroupAdd"] = [str(g) for g in groups]
     if security.get("readOnlyRootFilesystem"):
         host_config["ReadonlyRootfs"] = True
-    dropped = (security.get("capabilities") or {}).get("drop") or []
-    if dropped:
-        host_config["CapDrop"] = [str(c) for c in dropped]
+    capabilities = security.get("capabilities") or {}
+    if capabilities.get("add"):
+        host_config["CapAdd"] = [str(c) for c in capabilities["add"]]
+    if capabilities.get("drop"):
+        host_config["CapDrop"] = [str(c) for c in capabilities["drop"]]
     if security.get("allowPrivilegeEscalation") is False:
         host_config["SecurityOpt"] = ["no-new-privileges"]
 
@@ -559,9 +565,11 @@ class DockerRuntime:
         return sandbox_id
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
-                               sandbox: SandboxInfo, attempt: int) -> str:
+                               sandbox: SandboxInfo, attempt: int,
+                               pid_target: str | None = None) -> str:
         body = container_create_body(pod, container, node_name=self.node_name,
-                                     sandbox_id=sandbox.id, attempt=attempt)
+                                     sandbox_id=sandbox.id, attempt=attempt,
+                                     pid_target=pid_target)
         name = container_name(container=str(container["name"]), pod=pod_ref(pod),
                               attempt=attempt)
         return await self._create(name, body)

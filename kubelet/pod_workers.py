@@ -33,8 +33,11 @@ from kubelet import status as podstatus
 from kubelet.actions import (
     Backoff,
     StartContainer,
+    TargetNotRunning,
     compute_pod_actions,
     containers_to_garbage_collect,
+    ephemeral_specs,
+    pid_target,
 )
 from kubelet.pleg import CachedPod, PodCache
 from kubelet.runtime import (
@@ -98,8 +101,12 @@ def should_pull(policy: str, present: bool) -> bool:
     return policy == "Always" or not present
 
 
-def container_field_path(name: str) -> str:
-    """The involvedObject.fieldPath of an event about one container."""
+def container_field_path(pod: Mapping[str, Any], name: str) -> str:
+    """The involvedObject.fieldPath of an event about one container of `pod`."""
+    spec = pod.get("spec") or {}
+    for key in ("initContainers", "ephemeralContainers"):
+        if any(c.get("name") == name for c in spec.get(key) or []):
+            return f"spec.{key}{{{name}}}"
     return f"spec.containers{{{name}}}"
 
 
@@ -129,7 +136,7 @@ class EventSink:
         involved = {"kind": "Pod", "apiVersion": "v1",
                     "metadata": {k: v for k, v in (pod.get("metadata") or {}).items()
                                  if k in ("name", "namespace", "uid", "resourceVersion")}}
-        field_path = container_field_path(container) if container else None
+        field_path = container_field_path(pod, container) if container else None
         self.queue.put_nowait((involved, type_, reason, message, field_path))
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._drain(), name="kubelet-events")
@@ -368,6 +375,10 @@ class PodWorkers:
             specs = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
             for start in actions.start:
                 await self._start_container(worker, specs[start.name], start, sandbox=sandbox)
+            ephemeral = {c["name"]: c for c in ephemeral_specs(pod)}
+            for start in actions.start_ephemeral:
+                await self._start_ephemeral(worker, ephemeral[start.name], start,
+                                            sandbox=sandbox, observation=observation)
         if worker.acted_at >= view.at:
             view = await self._observe_now(worker)
             observation = view.observation
@@ -405,8 +416,30 @@ class PodWorkers:
                  attempt)
         return True
 
+    async def _start_ephemeral(self, worker: PodWorker, spec: Mapping[str, Any],
+                               start: StartContainer, *, sandbox: SandboxInfo,
+                               observation: PodObservation) -> bool:
+        """An ephemeral container, once, in its target's PID namespace when it has one."""
+        name = str(spec["name"])
+        try:
+            target = pid_target(spec, observation)
+        except TargetNotRunning as e:
+            # kubelet's startContainer: after the image, before creating (its next sync
+            # tries again, as long as the container never ran).
+            if not await self._ensure_image(worker, spec):
+                return False
+            worker.waiting[name] = Waiting(podstatus.CREATE_CONTAINER_CONFIG_ERROR, str(e))
+            self.events.emit(worker.pod, "Warning", "Failed", f"Error: {e}", container=name)
+            self._retry_in(worker, ERROR_RETRY_SECONDS)
+            return False
+        log.info("%s: starting ephemeral container %s%s", worker.ref.key, name,
+                 f" in the PID namespace of {spec['targetContainerName']}" if target else "")
+        return await self._start_container(worker, spec, start, sandbox=sandbox,
+                                           pid_target=target)
+
     async def _start_container(self, worker: PodWorker, spec: Mapping[str, Any],
-                               start: StartContainer, *, sandbox: SandboxInfo) -> bool:
+                               start: StartContainer, *, sandbox: SandboxInfo,
+                               pid_target: str | None = None) -> bool:
         pod = worker.pod
         name = str(spec["name"])
         previous = start.previous
@@ -432,7 +465,8 @@ class PodWorkers:
             return False
         try:
             container_id = await self.runtime.create_container(pod, spec, sandbox=sandbox,
-                                                               attempt=start.attempt)
+                                                               attempt=start.attempt,
+                                                               pid_target=pid_target)
         except RuntimeFailure as e:
             self._acted(worker)
             worker.waiting[name] = Waiting(podstatus.CREATE_CONTAINER_ERROR, e.message)

@@ -201,7 +201,10 @@ class Runtime(Protocol):
                           node_ip: str) -> str: ...
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
-                               sandbox: SandboxInfo, attempt: int) -> str: ...
+                               sandbox: SandboxInfo, attempt: int,
+                               pid_target: str | None = None) -> str:
+        """Create (not start) a container in the sandbox's namespaces; with `pid_target`
+        (an ephemeral container's target) in that container's PID namespace."""
 
     async def start_container(self, container_id: str) -> None: ...
 

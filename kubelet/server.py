@@ -107,7 +107,10 @@ def make_app(*, runtime: Runtime, get_pod: PodLookup) -> Starlette:
             pod = get_pod(namespace, pod_name)
             if pod is None:
                 raise LogRequestError(404, f'pod "{pod_name}" does not exist')
-            names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+            spec = pod.get("spec") or {}
+            names = [c.get("name") for key in ("containers", "initContainers",
+                                               "ephemeralContainers")
+                     for c in spec.get(key) or []]
             if container not in names:
                 raise LogRequestError(404, f'container "{container}" not found in pod '
                                            f'"{pod_name}"')

@@ -25,6 +25,7 @@ INVALID_IMAGE_NAME = "InvalidImageName"
 ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
 CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CREATE_CONTAINER_ERROR = "CreateContainerError"
+CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 
 # Condition types the kubelet owns (others, e.g. DisruptionTarget, are kept as they are).
@@ -158,6 +159,18 @@ def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
     return status
 
 
+def ephemeral_container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
+                               instances: list[ContainerInfo], old: Mapping[str, Any] | None,
+                               waiting: Waiting | None) -> dict[str, Any]:
+    """The ephemeralContainerStatuses[] entry of one ephemeral container: as a container of
+    a pod that never restarts, never ready (no probe ever says so), no `started`."""
+    never = {**pod, "spec": {**(pod.get("spec") or {}), "restartPolicy": "Never"}}
+    status = container_status(never, spec, instances[:1], old, waiting)
+    status.pop("started", None)
+    status.update(ready=False, restartCount=0)
+    return status
+
+
 def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]]) -> str:
     """kubelet's getPhase for pods without init containers."""
     by_name = {s["name"]: s for s in statuses}
@@ -264,6 +277,9 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
         startTime=old_status.get("startTime") or rfc3339(now),
         containerStatuses=statuses,
     )
+    ephemeral = ephemeral_container_statuses(pod, observation, waiting)
+    if ephemeral:
+        status["ephemeralContainerStatuses"] = ephemeral
     pod_ip = ""
     if (pod.get("spec") or {}).get("hostNetwork"):
         pod_ip = node_ip
@@ -274,6 +290,15 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
         status["podIP"] = pod_ip
         status["podIPs"] = [{"ip": pod_ip}]
     return status
+
+
+def ephemeral_container_statuses(pod: Mapping[str, Any], observation: PodObservation,
+                                 waiting: Mapping[str, Waiting]) -> list[dict[str, Any]]:
+    old = {s.get("name"): s
+           for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or []}
+    return [ephemeral_container_status(pod, spec, observation.containers_named(spec["name"]),
+                                       old.get(spec["name"]), waiting.get(spec["name"]))
+            for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []]
 
 
 def without_nulls(value: Any) -> Any:

@@ -75,7 +75,8 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
-        "pods/binding", "pods/eviction", "pods/log", "pods/status", "services"]
+        "pods/binding", "pods/ephemeralcontainers", "pods/eviction", "pods/log", "pods/status",
+        "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -113,6 +114,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
         "subresources": [
             {"subresource": "binding", "verbs": ["create"],
              "responseKind": {"group": "", "version": "v1", "kind": "Binding"}},
+            {"subresource": "ephemeralcontainers", "verbs": ["get", "patch", "update"],
+             "responseKind": {"group": "", "version": "v1", "kind": "Pod"}},
             {"subresource": "eviction", "verbs": ["create"],
              "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}},
             {"subresource": "log", "verbs": ["get"],
@@ -316,8 +319,8 @@ async def test_discovery_with_a_trailing_slash(client: httpx.AsyncClient, path: 
 
 ODD_REQUESTS = [
     ("GET", "/api/v2/pods", 404), ("GET", "/api/v1/foos", 404),
-    ("GET", "/api/v1/namespaces/default/pods/web/ephemeralcontainers", 404),
-    ("PATCH", "/api/v1/namespaces/default/pods/web/ephemeralcontainers", 404),
+    ("GET", "/api/v1/namespaces/default/pods/web/eviction", 405),  # create only
+    ("PATCH", "/api/v1/namespaces/default/pods/web/resize", 404),
     ("GET", "/api/v1/nodes/node1/binding", 404), ("GET", "/api/v1/namespaces/default", 200),
     ("POST", "/apis/coordination.k8s.io/v1/leases", 405),
     ("GET", "/apis/apps", 404), ("GET", "/apis/apps/v1", 404), ("GET", "/apis/apps/v1/", 404),
@@ -346,24 +349,6 @@ async def test_every_refusal_is_a_status(http: httpx.AsyncClient, method: str, p
     assert status["message"] == {
         404: "the server could not find the requested resource",
         405: "the server does not allow this method on the requested resource"}[code]
-
-
-async def test_kubectl_debug_without_ephemeral_containers(kubectl: Kubectl,
-                                                          http: httpx.AsyncClient) -> None:
-    """kubectl tells a missing subresource from a missing pod by details.name (it used to
-    dereference the absent details and panic)."""
-    name = unique("debug")
-    pod = {"metadata": {"name": name},
-           "spec": {"nodeName": "nowhere", "containers": [{"name": "app", "image": "busybox"}]}}
-    (await http.post("/api/v1/namespaces/default/pods", json=pod)).raise_for_status()
-    try:
-        result = kubectl.run("debug", name, "--image=busybox", "--target=app", check=False)
-        assert result.returncode == 1
-        assert "ephemeral containers are disabled for this cluster" in result.stderr
-        assert "panic" not in result.stderr
-    finally:
-        await http.delete(f"/api/v1/namespaces/default/pods/{name}",
-                          params={"gracePeriodSeconds": "0"})
 
 
 # --- the official Python clients read discovery ---------------------------------------------

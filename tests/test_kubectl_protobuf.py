@@ -68,30 +68,28 @@ def pod_names(kubectl: Kubectl) -> list[str]:
 
 
 def test_debug_copy_to_creates_a_copy_that_runs(cluster: Cluster) -> None:
-    """The copy arrives as protobuf. kubectl's default ("general") profile adds SYS_PTRACE to
-    the debug container, which the kubelet cannot grant: a clear 403 naming the field; the
-    legacy profile's copy is created and runs."""
+    """The copy arrives as protobuf; kubectl's default ("general") profile adds SYS_PTRACE
+    to the debug container, which the kubelet grants."""
     kubectl = cluster.kubectl
     name, copy = unique("orig"), unique("copy")
     create(cluster, name)
-    wait_status(kubectl, name, "Running")
-    args = ["debug", name, f"--copy-to={copy}", f"--image={BUSYBOX_IMAGE}"]
-    out = kubectl.run(*args, "--", "sleep", "3600", check=False)
-    print("kubectl debug --copy-to:", out.returncode, out.stdout, out.stderr)
-    assert out.returncode != 0
-    assert "Error from server (Forbidden)" in out.stderr
-    assert "capabilities.add: adding capabilities is not supported" in out.stderr
-
-    out = kubectl.run(*args, "--profile=legacy", "--", "sleep", "3600", check=False)
-    print("kubectl debug --copy-to --profile=legacy:", out.returncode, out.stdout, out.stderr)
-    assert out.returncode == 0, out.stderr
-    wait_status(kubectl, copy, "Running")
-    images = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[*].image}")
-    assert images.split() == [BUSYBOX_IMAGE, BUSYBOX_IMAGE]
-    command = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[1].command}")
-    args_ = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[1].args}")
-    assert "sleep" in command + args_ and "3600" in command + args_
-    kubectl("delete", "pod", name, copy, "--grace-period=1")
+    try:
+        wait_status(kubectl, name, "Running")
+        out = kubectl.run("debug", name, f"--copy-to={copy}", f"--image={BUSYBOX_IMAGE}",
+                          "--", "sleep", "3600", check=False)
+        print("kubectl debug --copy-to:", out.returncode, out.stdout, out.stderr)
+        assert out.returncode == 0, out.stderr
+        wait_status(kubectl, copy, "Running")
+        images = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[*].image}")
+        assert images.split() == [BUSYBOX_IMAGE, BUSYBOX_IMAGE]
+        command = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[1].command}")
+        args = kubectl("get", "pod", copy, "-o", "jsonpath={.spec.containers[1].args}")
+        assert "sleep" in command + args and "3600" in command + args
+        added = kubectl("get", "pod", copy, "-o", "jsonpath="
+                        "{.spec.containers[1].securityContext.capabilities.add}")
+        assert "SYS_PTRACE" in added
+    finally:
+        kubectl("delete", "pod", name, copy, "--grace-period=1", "--ignore-not-found")
 
 
 def test_debug_node_is_refused_with_a_clear_status(cluster: Cluster) -> None:

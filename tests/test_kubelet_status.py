@@ -640,7 +640,7 @@ def test_the_security_settings_the_kubelet_honours_reach_docker() -> None:
                     "containers": [{"name": "c", "image": "busybox", "securityContext": {
                         "runAsUser": 1001, "readOnlyRootFilesystem": True,
                         "allowPrivilegeEscalation": False,
-                        "capabilities": {"drop": ["ALL"]}}}]}}
+                        "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}}]}}
     body = container_create_body(pod, pod["spec"]["containers"][0], node_name="n",
                                  sandbox_id="s", attempt=0)
     assert body["User"] == "1001:3000"
@@ -648,4 +648,5 @@ def test_the_security_settings_the_kubelet_honours_reach_docker() -> None:
     assert host["GroupAdd"] == ["4000", "2000"]
     assert host["ReadonlyRootfs"] is True
     assert host["CapDrop"] == ["ALL"]
+    assert host["CapAdd"] == ["NET_BIND_SERVICE"]
     assert host["SecurityOpt"] == ["no-new-privileges"]

@@ -129,6 +129,7 @@ class FakeRuntime:
         self.pull_started = asyncio.Event()
         self.pull_error: str | None = None
         self.sandbox_gate: asyncio.Event | None = None  # when set: sandboxes wait for it
+        self.pid_targets: dict[str, str | None] = {}  # container name -> its pid_target
         self._ids = 0
 
     def _next_id(self, prefix: str) -> str:
@@ -181,8 +182,10 @@ class FakeRuntime:
         return sandbox_id
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
-                               sandbox: SandboxInfo, attempt: int) -> str:
+                               sandbox: SandboxInfo, attempt: int,
+                               pid_target: str | None = None) -> str:
         self.calls["create_container"] += 1
+        self.pid_targets[str(container["name"])] = pid_target
         container_id = self._next_id("c")
         self.items[container_id] = ContainerInfo(
             id=container_id, name=str(container["name"]), pod=pod_ref(pod), attempt=attempt,

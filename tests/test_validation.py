@@ -152,7 +152,9 @@ def set_in(path: str, value: Any) -> Mutation:
      ("FieldValueNotSupported", "spec.tolerations[0].effect",
       'Unsupported value: "Sometimes": supported values: "NoSchedule", "PreferNoSchedule", '
       '"NoExecute"')),
-    (set_in("spec.ephemeralContainers", [{"name": "debug"}]),
+    (set_in("spec.ephemeralContainers", [{"name": "debug", "image": "busybox",
+                                           "terminationMessagePolicy": "File",
+                                           "imagePullPolicy": "IfNotPresent"}]),
      ("FieldValueForbidden", "spec.ephemeralContainers", "Forbidden: cannot be set on create")),
 ])
 def test_pod_causes(mutate: Mutation, expected: tuple[str, str, str]) -> None:

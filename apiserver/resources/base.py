@@ -51,6 +51,19 @@ def delete_unless_finalized(obj: Object, requested_grace: int | None) -> Object 
     return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubresourceUpdate:
+    """A subresource whose PUT and PATCH change one part of the object (kube's own update
+    strategy for it, like pods/ephemeralcontainers' PrepareForUpdate and ValidateUpdate)."""
+
+    # (the object sent, the stored one) -> the object to store: the stored one with only
+    # the part this subresource owns taken from what was sent.
+    prepare: Callable[[Object, Object], Object]
+    # (new, old) -> causes, after the ObjectMeta update rules every kind gets; may refuse
+    # with an ApiError (validating admission).
+    validate: Callable[[Object, Object], list[Cause]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Resource:
     # --- identity
@@ -105,6 +118,8 @@ class Resource:
     # --- subresources
     # pods/binding: (name, Binding) -> the change it makes; raises when the Binding is invalid.
     bind: Callable[[str, Object], Mutation] | None = None
+    # Subresources served with get/update/patch besides status, each with its strategy.
+    subresource_updates: Mapping[str, SubresourceUpdate] = field(default_factory=dict)
 
     # --- versions
     # A resource served in another group/version than the one it is stored in (kube keeps

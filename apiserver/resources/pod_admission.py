@@ -2,9 +2,9 @@
 
 kubelite's kubelet honours part of a pod's security settings (runAsUser, runAsGroup,
 supplementalGroups, fsGroup as a supplemental group, readOnlyRootFilesystem,
-capabilities.drop, allowPrivilegeEscalation: false, the runtime's default seccomp
+capabilities.add and .drop, allowPrivilegeEscalation: false, the runtime's default seccomp
 profile). A pod asking for anything else that changes what its containers may do (more
-privilege: privileged, added capabilities, the host's PID or IPC namespace, a hostPath
+privilege: privileged, the host's PID or IPC namespace, a hostPath
 volume; or less, that it cannot enforce: runAsNonRoot without a user, sysctls,
 SELinux/AppArmor/custom seccomp profiles) is refused at admission with the field named,
 so nothing runs with a silently different security posture.
@@ -52,9 +52,6 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield from _security_context(security, path, HONOURED_CONTAINER_SECURITY)
             if security.get("privileged"):
                 yield f"{path}.privileged", "privileged containers are not supported"
-            added = (security.get("capabilities") or {}).get("add") or []
-            if added:
-                yield f"{path}.capabilities.add", "adding capabilities is not supported"
             if security.get("procMount") not in (None, "Default"):
                 yield f"{path}.procMount", "only the Default procMount is supported"
             user = security.get("runAsUser", pod_user)

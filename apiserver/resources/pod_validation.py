@@ -16,6 +16,7 @@ from apiserver.validation import (
     choice,
     duplicate,
     forbidden,
+    go_quote,
     inclusive_range_error,
     invalid,
     is_dns1123_label,
@@ -52,6 +53,19 @@ UPDATABLE_POD_SPEC_FIELDS = (
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
 )
 MAX_INT32 = 2**31 - 1
+# The Container fields, in the Go struct's order, with whether an ephemeral container may
+# set them (allowedEphemeralContainerFields): nothing the workload could come to rely on.
+EPHEMERAL_CONTAINER_FIELDS = (
+    ("name", True), ("image", True), ("command", True), ("args", True), ("workingDir", True),
+    ("ports", False), ("envFrom", True), ("env", True), ("resources", False),
+    ("resizePolicy", False), ("restartPolicy", False), ("volumeMounts", True),
+    ("volumeDevices", True), ("livenessProbe", False), ("readinessProbe", False),
+    ("startupProbe", False), ("lifecycle", False), ("terminationMessagePath", True),
+    ("terminationMessagePolicy", True), ("imagePullPolicy", True), ("securityContext", True),
+    ("stdin", True), ("stdinOnce", True), ("tty", True),
+)
+EPHEMERAL_FORBIDDEN = "cannot be set for an Ephemeral Container"
+MIRROR_POD_ANNOTATION = "kubernetes.io/config.mirror"
 
 
 def validate_pod(pod: dict[str, Any]) -> list[Cause]:
@@ -78,6 +92,8 @@ def validate_pod_spec(spec: dict[str, Any], path: str) -> list[Cause]:
     errs += validate_containers(containers, volumes, f"{path}.containers")
     errs += validate_init_containers(init_containers, containers, volumes,
                                      f"{path}.initContainers")
+    errs += validate_ephemeral_containers(spec.get("ephemeralContainers") or [], containers,
+                                          init_containers, volumes, f"{path}.ephemeralContainers")
     errs += unique_host_ports(containers, f"{path}.containers")
     errs += choice(spec.get("restartPolicy"), RESTART_POLICIES, f"{path}.restartPolicy")
     errs += choice(spec.get("dnsPolicy"), DNS_POLICIES, f"{path}.dnsPolicy")
@@ -156,6 +172,67 @@ def validate_init_containers(containers: list[dict[str, Any]], others: list[dict
         elif name:
             names.add(name)
     return errs
+
+
+def validate_ephemeral_containers(containers: list[dict[str, Any]],
+                                  regular: list[dict[str, Any]], init: list[dict[str, Any]],
+                                  volumes: set[str], path: str) -> list[Cause]:
+    """validateEphemeralContainers: names unique across every kind of container, a target
+    that is a regular or init container, and only the allowed fields."""
+    others = {c.get("name") or "" for c in regular + init}
+    names = set(others)
+    errs = []
+    for i, container in enumerate(containers):
+        here = f"{path}[{i}]"
+        errs += validate_container(container, volumes, here)
+        name = container.get("name") or ""
+        if name in names:
+            errs.append(duplicate(f"{here}.name", name))
+        else:
+            names.add(name)
+        target = container.get("targetContainerName") or ""
+        if target and target not in others:
+            errs.append(not_found(f"{here}.targetContainerName", target))
+        errs += [forbidden(f"{here}.{key}", EPHEMERAL_FORBIDDEN)
+                 for key, allowed in EPHEMERAL_CONTAINER_FIELDS
+                 if not allowed and comparable(container.get(key)) not in (None, "", {}, [])]
+        for j, mount in enumerate(container.get("volumeMounts") or []):
+            for key in ("subPath", "subPathExpr"):
+                if mount.get(key):
+                    errs.append(forbidden(f"{here}.volumeMounts[{j}].{key}", EPHEMERAL_FORBIDDEN))
+    return errs
+
+
+def validate_ephemeral_containers_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidatePodEphemeralContainersUpdate: the new pod is valid, and the ephemeral
+    containers it had are all still there, unchanged (they are append-only)."""
+    errs = validate_pod(new)
+    if MIRROR_POD_ANNOTATION in ((old.get("metadata") or {}).get("annotations") or {}):
+        return [forbidden("", "static pods do not support ephemeral containers")]
+    path = "spec.ephemeralContainers"
+    added = {c.get("name"): c for c in (new.get("spec") or {}).get("ephemeralContainers") or []}
+    for before in (old.get("spec") or {}).get("ephemeralContainers") or []:
+        name = before.get("name") or ""
+        after = added.get(name)
+        if after is None:
+            errs.append(forbidden(path, f"existing ephemeral containers {go_quote(name)} may "
+                                        "not be removed\n"))
+        elif comparable(after) != comparable(before):
+            errs.append(forbidden(path, f"existing ephemeral containers {go_quote(name)} may "
+                                        "not be changed\n" + container_diff(before, after)))
+    return errs
+
+
+def container_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A short cmp.Diff-like listing of what differs between two containers."""
+    lines = ["  core.EphemeralContainer{"]
+    for path, before, after in differences(comparable(old), comparable(new), ""):
+        if before is not _MISSING:
+            lines.append(f"- \t{path}: {json.dumps(before, sort_keys=True)},")
+        if after is not _MISSING:
+            lines.append(f"+ \t{path}: {json.dumps(after, sort_keys=True)},")
+    lines.append("  }")
+    return "\n".join(lines)
 
 
 def validate_container(container: dict[str, Any], volumes: set[str], path: str) -> list[Cause]:
@@ -490,6 +567,10 @@ def validate_pod_status_update(new: dict[str, Any], old: dict[str, Any]) -> list
     for key in ("containerStatuses", "initContainerStatuses"):
         errs += terminated_stays_terminated(status.get(key) or [], old_status.get(key) or [],
                                             f"status.{key}", restart_policy)
+    # The kubelet never restarts an ephemeral container: as if its policy were Never.
+    errs += terminated_stays_terminated(status.get("ephemeralContainerStatuses") or [],
+                                        old_status.get("ephemeralContainerStatuses") or [],
+                                        "status.ephemeralContainerStatuses", "Never")
     for key in ("podIPs", "hostIPs"):
         errs += validate_ip_list(status.get(key) or [], f"status.{key}")
     return errs

@@ -17,10 +17,11 @@ from decimal import Decimal
 from typing import Any
 
 from apiserver.objects import mark_for_deletion
-from apiserver.resources.base import Mutation, Resource
+from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
 from apiserver.resources.pod_admission import admit
 from apiserver.resources.pod_validation import (
     validate_binding,
+    validate_ephemeral_containers_update,
     validate_pod,
     validate_pod_create_only,
     validate_pod_status_update,
@@ -65,7 +66,7 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000,
 
 def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:
     spec = pod.setdefault("spec", {})
-    for key in ("containers", "initContainers"):
+    for key in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(key) or []:
             default_container(container, host_network=bool(spec.get("hostNetwork")))
     spec.setdefault("restartPolicy", "Always")
@@ -175,6 +176,37 @@ def validate_create(pod: dict[str, Any]) -> list[Cause]:
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     return validate_pod(new) + validate_pod_update(new, old)
+
+
+# --- pods/ephemeralcontainers ----------------------------------------------------------------
+
+def prepare_ephemeral_containers_update(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """dropNonEphemeralContainerUpdates: the stored pod with the ephemeral containers sent;
+    anything else in the body is ignored (metadata too, but a uid must still match)."""
+    spec = {k: v for k, v in (old.get("spec") or {}).items() if k != "ephemeralContainers"}
+    sent = (new.get("spec") or {}).get("ephemeralContainers")
+    if sent:
+        spec["ephemeralContainers"] = sent
+    meta = dict(old.get("metadata") or {})
+    sent_uid = (new.get("metadata") or {}).get("uid")
+    if sent_uid:
+        meta["uid"] = sent_uid
+    if spec != (old.get("spec") or {}) and "generation" in meta:
+        meta["generation"] = int(meta["generation"]) + 1  # updatePodGeneration
+    return {**old, "metadata": meta, "spec": spec}
+
+
+def validate_ephemeral_containers(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidatePodEphemeralContainersUpdate, then admission (kube's PodSecurity and co. see
+    this subresource too): the kubelet must be able to run the new containers as asked."""
+    causes = validate_ephemeral_containers_update(new, old)
+    if not causes:
+        admit(new)
+    return causes
+
+
+EPHEMERAL_CONTAINERS = SubresourceUpdate(prepare=prepare_ephemeral_containers_update,
+                                         validate=validate_ephemeral_containers)
 
 
 def warnings(pod: dict[str, Any]) -> list[str]:
@@ -502,7 +534,8 @@ MERGE_KEYS: dict[str, str | None] = {
 
 PODS = Resource(
     plural="pods", singular="pod", kind="Pod", namespaced=True, model=Pod, storage_name="pods",
-    subresources=frozenset({"status", "binding", "log", "eviction"}), short_names=("po",),
+    subresources=frozenset({"status", "binding", "log", "eviction", "ephemeralcontainers"}),
+    subresource_updates={"ephemeralcontainers": EPHEMERAL_CONTAINERS}, short_names=("po",),
     categories=("all",),
     descriptions={"Pod": "Pod is a collection of containers that can run on a host. This "
                          "resource is created by clients and scheduled onto hosts."},
