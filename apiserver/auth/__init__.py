@@ -1,0 +1,62 @@
+"""Who is asking, and may they: the types authentication and authorization share.
+
+As in kube-apiserver, a request is first authenticated (`UserInfo`: x509 client
+certificate, bearer token, or anonymous), then described as `Attributes` (verb, resource,
+namespace, name, or a non-resource path) and put to the authorizers in order: the first
+that allows or denies decides; if none has an opinion, the request is forbidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """kube's user.Info."""
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+ANONYMOUS = UserInfo("system:anonymous", groups=("system:unauthenticated",))
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """kube's authorizer.Attributes: what a request asks to do."""
+
+    user: UserInfo
+    verb: str  # get list watch create update patch delete deletecollection (or an HTTP verb)
+    resource_request: bool
+    api_group: str = ""
+    api_version: str = ""
+    resource: str = ""
+    subresource: str = ""
+    namespace: str = ""
+    name: str = ""
+    path: str = ""  # for a non-resource request
+
+
+class Decision(Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+    NO_OPINION = "no opinion"
+
+
+class Authorizer(Protocol):
+    async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
+        """The decision and its reason (shown in a 403's message and in reviews)."""
+        ...
+
+
+class AlwaysAllow:
+    """kube's --authorization-mode=AlwaysAllow."""
+
+    async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
+        return Decision.ALLOW, ""
