@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -37,12 +37,31 @@ STATUS: fields.Path = ("f:status",)
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One managedFields entry. Its field set is read from its FieldsV1 tree only when
+    needed: most writes touch none of the other managers' fields, and their entries are
+    written back as they were read."""
+
     manager: str
     operation: str
     api_version: str
-    fields: FieldSet
+    tree: dict[str, Any]  # FieldsV1
     time: str | None = None
     subresource: str = ""
+    _fields: list[FieldSet] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def fields(self) -> FieldSet:
+        if not self._fields:
+            self._fields.append(fields.from_fields_v1(self.tree))
+        return self._fields[0]
+
+    def with_fields(self, paths: FieldSet, *, time: str | None = None) -> Entry:
+        return Entry(self.manager, self.operation, self.api_version,
+                     fields.to_fields_v1(paths), time if time is not None else self.time,
+                     self.subresource, [paths])
+
+    def touches(self, paths: FieldSet) -> bool:
+        return any(fields.tree_has(self.tree, path) for path in paths)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -65,10 +84,15 @@ class Entry:
         if self.time is not None:
             out["time"] = self.time
         out["fieldsType"] = "FieldsV1"
-        out["fieldsV1"] = fields.to_fields_v1(self.fields)
+        out["fieldsV1"] = self.tree
         if self.subresource:
             out["subresource"] = self.subresource
         return out
+
+
+def new_entry(manager: str, operation: str, api_version: str, subresource: str | None,
+              ) -> Entry:
+    return Entry(manager, operation, api_version, {}, None, subresource or "", [EMPTY])
 
 
 Managers = dict[tuple[str, str, str, str], Entry]
@@ -137,8 +161,9 @@ def validate(managed: Any) -> list[dict[str, str]]:
     return causes
 
 
-def decode(managed: Any) -> Managers | None:
-    """The entries of managedFields; None when they cannot be read (DecodeManagedFields)."""
+def decode(managed: Any, *, check: bool = False) -> Managers | None:
+    """The entries of managedFields; None when they cannot be read (DecodeManagedFields).
+    Stored entries are the server's own; a client's are `check`ed."""
     out: Managers = {}
     if not managed:
         return out
@@ -146,11 +171,13 @@ def decode(managed: Any) -> Managers | None:
         return None
     try:
         for raw in managed:
+            tree = raw.get("fieldsV1") or {}
             entry = Entry(manager=str(raw.get("manager") or ""),
                           operation=str(raw.get("operation") or ""),
-                          api_version=str(raw.get("apiVersion") or ""),
-                          fields=fields.from_fields_v1(raw.get("fieldsV1") or {}),
+                          api_version=str(raw.get("apiVersion") or ""), tree=tree,
                           time=raw.get("time"), subresource=str(raw.get("subresource") or ""))
+            if check:
+                entry.fields  # noqa: B018 (reads the tree: ValueError when it is not FieldsV1)
             out[entry.key] = entry
     except (AttributeError, ValueError):
         return None
@@ -161,7 +188,7 @@ def encode(managers: Managers) -> list[Object]:
     """managedFields in kube's order: operation, then time, manager, version, subresource."""
     entries = sorted(managers.values(), key=lambda e: (e.operation, e.time or "", e.manager,
                                                          e.api_version, e.subresource))
-    return [e.encode() for e in entries if e.fields]
+    return [e.encode() for e in entries if e.tree]
 
 
 def is_reset(managed: Any) -> bool:
@@ -193,7 +220,7 @@ def base_managers(live: Object | None, new: Object, subresource: str | None) -> 
         return {}
     if not sent or sent == managed_of(live):
         return live_managers
-    decoded = decode(sent)
+    decoded = decode(sent, check=True)
     return decoded if decoded else live_managers
 
 
@@ -222,8 +249,14 @@ def tracked(resource: Resource, paths: FieldSet, subresource: str | None) -> Fie
 
 def comparison(resource: Resource, old: Object | None, new: Object,
                subresource: str | None) -> Comparison:
-    cmp = fields.compare(schema_of(resource), old if old is not None else empty_object(resource),
-                         new)
+    """What a write changes in the fields it may own (compared in those parts only)."""
+    old = old if old is not None else empty_object(resource)
+    if resource.has_status and subresource == "status":
+        old, new = {"status": old.get("status")}, {"status": new.get("status")}
+    elif resource.has_status:
+        old = {k: v for k, v in old.items() if k != "status"}
+        new = {k: v for k, v in new.items() if k != "status"}
+    cmp = fields.compare(schema_of(resource), old, new)
     return Comparison(tracked(resource, cmp.added, subresource),
                       tracked(resource, cmp.modified, subresource),
                       tracked(resource, cmp.removed, subresource))
@@ -231,8 +264,8 @@ def comparison(resource: Resource, old: Object | None, new: Object,
 
 def _drop(managers: Managers, key: tuple[str, str, str, str], paths: FieldSet) -> None:
     for other, entry in list(managers.items()):
-        if other != key and entry.fields & paths:
-            managers[other] = replace(entry, fields=entry.fields - paths)
+        if other != key and entry.touches(paths):
+            managers[other] = entry.with_fields(entry.fields - paths)
 
 
 # --- Update ------------------------------------------------------------------------------
@@ -248,11 +281,11 @@ def record_update(resource: Resource, live: Object | None, new: Object, *, manag
             return with_managed(new, managed_of(live) or [])
         return with_managed(new, encode(managers))
     _drop(managers, ("", "", "", ""), changed | cmp.removed)
-    entry = Entry(manager, UPDATE, resource.api_version, EMPTY, subresource=subresource or "")
+    entry = new_entry(manager, UPDATE, resource.api_version, subresource)
     previous = managers.get(entry.key)
     if changed:
         mine = changed | (previous.fields if previous else EMPTY)
-        managers[entry.key] = replace(entry, fields=mine, time=now or rfc3339())
+        managers[entry.key] = entry.with_fields(mine, time=now or rfc3339())
     elif previous is not None:
         managers[entry.key] = previous
     return with_managed(new, encode(managers))
@@ -326,7 +359,7 @@ def find_conflicts(managers: Managers, key: tuple[str, str, str, str],
                    changed: FieldSet) -> list[Conflict]:
     out = []
     for other, entry in managers.items():
-        if other != key:
+        if other != key and entry.touches(changed):
             out += [Conflict(entry, path) for path in sorted(entry.fields & changed)]
     return sorted(out, key=lambda c: (c.entry.manager, c.path))
 
@@ -386,7 +419,7 @@ def record_apply(resource: Resource, live: Object | None, config: Object, *, man
     with its managedFields; a 409 on conflicts unless `force`."""
     schema = schema_of(resource)
     managers = decode(managed_of(live)) or {}
-    entry = Entry(manager, APPLY, resource.api_version, EMPTY, subresource=subresource or "")
+    entry = new_entry(manager, APPLY, resource.api_version, subresource)
     applied = tracked(resource, fields.field_set(schema, config), subresource)
     previous = managers.get(entry.key)
     others = frozenset().union(*(e.fields for k, e in managers.items() if k != entry.key))
@@ -403,6 +436,6 @@ def record_apply(resource: Resource, live: Object | None, config: Object, *, man
     unchanged = live is not None and fields.compare(schema, live, merged) == Comparison(
         EMPTY, EMPTY, EMPTY)
     time = previous.time if unchanged and previous else (now or rfc3339())
-    managers[entry.key] = replace(entry, fields=applied, time=time)
+    managers[entry.key] = entry.with_fields(applied, time=time)
     merged = sync_last_applied(live, merged, config, manager)
     return with_managed(merged, encode(managers))

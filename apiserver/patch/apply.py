@@ -373,6 +373,16 @@ def path_string(path: Path) -> str:
     return "".join(parts)
 
 
+def tree_has(tree: Mapping[str, Any], path: Path) -> bool:
+    """Whether a FieldsV1 tree's set holds `path` (without reading the whole tree)."""
+    node: Any = tree
+    for element in path:
+        node = node.get(element) if isinstance(node, dict) else None
+        if node is None:
+            return False
+    return node == {} or "." in node
+
+
 def under(paths: FieldSet, prefix: Path) -> FieldSet:
     """The paths of `paths` inside `prefix`."""
     return frozenset(p for p in paths if p[:len(prefix)] == prefix)
