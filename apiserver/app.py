@@ -402,8 +402,9 @@ class ApiServer:
             merged = managed_fields.record_apply(resource, current, config, manager=manager,
                                                  subresource=target.subresource, force=force)
             schema.drop_empty(resource.model, merged)  # what pruning emptied, as Go omits it
-            return objects.prepare_for_update(resource, merged, current,
-                                              subresource=target.subresource)
+            updated = objects.prepare_for_update(resource, merged, current,
+                                                 subresource=target.subresource)
+            return managed_fields.with_managed(updated, managed_fields.managed_of(merged) or [])
 
         for _ in range(2):
             try:

@@ -293,40 +293,69 @@ def record_update(resource: Resource, live: Object | None, new: Object, *, manag
 
 # --- create ------------------------------------------------------------------------------
 
-_CREATE_TREES: dict[tuple[int, bytes], dict[str, Any]] = {}
+_CREATE_TREES: dict[tuple[int, bytes, tuple[tuple[str, ...], ...]], dict[str, Any]] = {}
 _CREATE_TREES_MAX = 512
 
 
-def create_tree(resource: Resource, obj: Object) -> dict[str, Any]:
-    """The FieldsV1 of everything a new object has, remembered per object shape and
-    content (creates of the same pod under other names cost one JSON encoding). The
-    tree is shared: never change it."""
+def create_tree(resource: Resource, obj: Object, sent: Object | None = None) -> dict[str, Any]:
+    """The FieldsV1 of everything a new object has (but the admission defaults the client
+    did not send), remembered per object shape and content: creates of the same pod under
+    other names cost one JSON encoding. The tree is shared: never change it."""
     meta = obj.get("metadata") or {}
     kept_meta = {k: v for k, v in meta.items()
                  if ("f:metadata", "f:" + k) not in fields.STRIPPED}
-    cache_key = (id(resource), orjson.dumps({**obj, "metadata": kept_meta}))
+    admitted = tuple(path for path in resource.admission_defaults
+                     if not _has(sent, path)) if sent is not None else ()
+    cache_key = (id(resource), orjson.dumps({**obj, "metadata": kept_meta}), admitted)
     tree = _CREATE_TREES.get(cache_key)
     if tree is None:
         skip = frozenset({"status"}) if resource.has_status else frozenset()
-        tree = fields.new_object_tree(schema_of(resource), obj, empty_object(resource), skip)
+        tree = fields.new_object_tree(schema_of(resource), _without(obj, admitted),
+                                      empty_object(resource), skip)
         if len(_CREATE_TREES) >= _CREATE_TREES_MAX:
             _CREATE_TREES.clear()
         _CREATE_TREES[cache_key] = tree
     return tree
 
 
+def _has(obj: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(obj, dict) or key not in obj:
+            return False
+        obj = obj[key]
+    return True
+
+
+def _without(obj: Object, paths: tuple[tuple[str, ...], ...]) -> Object:
+    """A copy of `obj` without the (two-level) `paths`."""
+    out = dict(obj)
+    for head, *rest in paths:
+        if rest and isinstance(out.get(head), dict):
+            out[head] = {k: v for k, v in out[head].items() if k != rest[0]}
+    return out
+
+
 def record_create(resource: Resource, obj: Object, *, manager: str,
-                  now: str | None = None) -> Object:
-    """A new object with the managedFields of its create (an Update by `manager`)."""
-    sent = managed_of(obj)
-    if sent and not is_reset(sent):
-        return record_update(resource, None, obj, manager=manager, subresource=None, now=now)
-    tree = create_tree(resource, obj)
+                  sent: Object | None = None, now: str | None = None) -> Object:
+    """A new object with the managedFields of its create (an Update by `manager`);
+    `sent` is the object as the client sent it (before any defaults)."""
+    managed = managed_of(obj)
+    if managed and not is_reset(managed):
+        recorded = record_update(resource, None, _without(obj, _not_sent(resource, sent)),
+                                 manager=manager, subresource=None, now=now)
+        return with_managed(obj, managed_of(recorded) or [])
+    tree = create_tree(resource, obj, sent)
     if not tree:
         return with_managed(obj, [])
     entry = {"manager": manager, "operation": UPDATE, "apiVersion": resource.api_version,
              "time": now or rfc3339(), "fieldsType": "FieldsV1", "fieldsV1": tree}
     return with_managed(obj, [entry])
+
+
+def _not_sent(resource: Resource, sent: Object | None) -> tuple[tuple[str, ...], ...]:
+    if sent is None:
+        return ()
+    return tuple(path for path in resource.admission_defaults if not _has(sent, path))
 
 
 # --- Apply -------------------------------------------------------------------------------

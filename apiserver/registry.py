@@ -209,7 +209,7 @@ class Registry:
         check_no_causes(resource, name or object_name(body),
                         validation.validate(resource, obj) + managed_causes(obj))
         if manager is not None:
-            obj = managed_fields.record_create(resource, obj, manager=manager)
+            obj = managed_fields.record_create(resource, obj, manager=manager, sent=pruned)
         resource.admit(obj)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None

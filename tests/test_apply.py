@@ -142,6 +142,21 @@ def test_a_new_pods_fields_are_computed_once_and_match_compare() -> None:
     assert managed_fields.create_tree(PODS, obj) is managed_fields.create_tree(PODS, obj)
 
 
+def test_what_admission_defaults_belongs_to_the_creator_only_when_it_sent_it() -> None:
+    sent = pod("web")
+    obj = objects.default_object(PODS, objects.prepare_for_create(PODS, sent,
+                                                                  namespace="default"))
+    assert obj["spec"]["priority"] == 0
+    tree = managed_fields.record_create(PODS, obj, manager="m", sent=sent)[
+        "metadata"]["managedFields"][0]["fieldsV1"]
+    assert "f:priority" not in tree["f:spec"] and "f:preemptionPolicy" not in tree["f:spec"]
+    assert "f:restartPolicy" in tree["f:spec"]  # a decode-time default: the creator's
+    sent = pod("web", priority=0)
+    tree = managed_fields.record_create(PODS, obj, manager="m", sent=sent)[
+        "metadata"]["managedFields"][0]["fieldsV1"]
+    assert "f:priority" in tree["f:spec"] and "f:preemptionPolicy" not in tree["f:spec"]
+
+
 def managers(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {e["manager"]: e for e in obj["metadata"].get("managedFields", [])}
 
@@ -302,6 +317,30 @@ async def test_apply_refusals(http: httpx.AsyncClient) -> None:
                          content=yaml.safe_dump({**pod(name), "spec": {"containers": [
                              {"name": "nginx"}]}}), headers=APPLY)
     assert r.status_code == 422  # validated as a create
+
+
+async def test_apply_to_status_and_status_in_a_main_apply(http: httpx.AsyncClient) -> None:
+    name = unique("ssa-status")
+    body = {**pod(name), "status": {"phase": "Running"}}
+    r = await http.patch(pod_path(name) + "?fieldManager=a", content=yaml.safe_dump(body),
+                         headers=APPLY)
+    assert r.status_code == 201, r.text
+    assert r.json()["status"]["phase"] == "Pending"  # the main resource ignores status
+    assert "f:status" not in managers(r.json())["a"]["fieldsV1"]
+    status = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+              "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    r = await http.patch(pod_path(name) + "/status?fieldManager=kubelet",
+                         content=yaml.safe_dump(status), headers=APPLY)
+    assert r.status_code == 200, r.text
+    assert r.json()["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    entry = managers(r.json())["kubelet"]
+    assert (entry["operation"], entry["subresource"]) == ("Apply", "status")
+    assert entry["fieldsV1"] == {"f:status": {"f:conditions": {'k:{"type":"Ready"}': {
+        ".": {}, "f:status": {}, "f:type": {}}}}}
+    r = await http.patch(pod_path(name) + "?fieldManager=a", headers=APPLY,
+                         content=yaml.safe_dump({**pod(name), "metadata": {
+                             "name": name, "managedFields": [{"manager": "x"}]}}))
+    assert r.status_code == 400 and r.json()["message"] == "metadata.managedFields must be nil"
 
 
 async def test_every_write_records_its_manager(http: httpx.AsyncClient) -> None:
