@@ -166,21 +166,21 @@ def field_manager(request: Request) -> str:
 
 
 def applied_config(resource: Resource, document: Any, target: Target, *,
-                   strict: bool) -> dict[str, Any]:
+                   strict: bool) -> tuple[dict[str, Any], list[str]]:
     """An apply body as the configuration it is: an object of the URL's kind, version,
     name and namespace, decoded (unknown fields dropped, or a 400 with Strict), in the
-    stored form, without managedFields."""
+    stored form, without managedFields; and the unknown fields dropped."""
     if not isinstance(document, dict):
         raise errors.BadRequest(f"the body of an apply patch must be a {resource.kind} object")
     check_type_meta(document, resource.kind, resource.api_version)
     if not document.get("kind") or not document.get("apiVersion"):
         raise errors.BadRequest("apiVersion and kind must be set in an apply configuration")
     check_patched_identity(resource, document, target)
-    config, _ = registry_decode(resource, document, strict=strict)
+    config, unknown = registry_decode(resource, document, strict=strict)
     meta = config.get("metadata") or {}
     if "managedFields" in meta:
         raise errors.BadRequest("metadata.managedFields must be nil")
-    return config
+    return config, unknown
 
 
 class ApiServer:
@@ -396,7 +396,8 @@ class ApiServer:
         force = options.query_bool(query, "force")
         resource = target.resource
         document = await parse_body(await read_body(request), "yaml")
-        config = applied_config(resource, document, target, strict=strict)
+        config, unknown = applied_config(resource, document, target, strict=strict)
+        warnings = unknown_field_warnings(query, unknown)
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             merged = managed_fields.record_apply(resource, current, config, manager=manager,
@@ -411,7 +412,7 @@ class ApiServer:
                 obj = await self.registry.guaranteed_update(
                     resource, target.namespace, target.name, mutate,
                     subresource=target.subresource, dry_run=dry_run)
-                return json_response(present(resource, obj))
+                return json_response(present(resource, obj), warnings=warnings)
             except errors.NotFound:
                 if target.subresource is not None:
                     raise
@@ -424,7 +425,7 @@ class ApiServer:
                 continue  # created meanwhile: apply to it
             if not dry_run:
                 log.info("created %s %s (apply by %s)", resource.plural, describe(obj), manager)
-            return json_response(present(resource, obj), 201)
+            return json_response(present(resource, obj), 201, warnings=warnings)
         raise conflict(resource, target.name)
 
     async def delete(self, request: Request, target: Target) -> Response:

@@ -292,6 +292,28 @@ async def test_apply_creates_then_updates_and_conflicts(http: httpx.AsyncClient)
     assert "bob" not in managers(r.json())  # bob owned only the image
 
 
+async def test_reapplying_the_same_configuration_writes_nothing(http: httpx.AsyncClient,
+                                                                ) -> None:
+    name = unique("ssa-noop")
+    body = yaml.safe_dump({**pod(name), "spec": {"containers": [
+        {"name": "nginx", "image": "nginx:1", "bogus": 1}]}})
+    first = await http.patch(pod_path(name) + "?fieldManager=m", content=body, headers=APPLY)
+    assert first.status_code == 201
+    assert first.headers["warning"] == '299 - "unknown field \\"spec.containers[0].bogus\\""'
+    again = await http.patch(pod_path(name) + "?fieldManager=m", content=body, headers=APPLY)
+    assert again.status_code == 200
+    assert again.json()["metadata"]["resourceVersion"] == first.json()["metadata"]["resourceVersion"]
+    assert again.json()["metadata"]["managedFields"] == first.json()["metadata"]["managedFields"]
+    strict = await http.patch(pod_path(name) + "?fieldManager=m&fieldValidation=Strict",
+                              content=body, headers=APPLY)
+    assert strict.status_code == 400 and "unknown field" in strict.json()["message"]
+
+
+async def test_the_default_namespaces_are_the_apiservers(http: httpx.AsyncClient) -> None:
+    r = await http.get("/api/v1/namespaces/kube-system")
+    assert [e["manager"] for e in r.json()["metadata"]["managedFields"]] == ["kube-apiserver"]
+
+
 async def test_apply_refusals(http: httpx.AsyncClient) -> None:
     name = unique("ssa-bad")
     body = yaml.safe_dump(pod(name))
