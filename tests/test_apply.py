@@ -71,6 +71,7 @@ def test_field_set_of_a_configuration(config: dict[str, Any], expected: dict[str
     {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}},
     {"f:spec": {"f:containers": {NGINX: {".": {}, "f:image": {}}, 'k:{"name":"a"}': {}}}},
     {"f:metadata": {"f:finalizers": {".": {}, 'v:"x"': {}}}},
+    {"f:spec": {"f:things": {"i:0": {"f:a": {}}, "i:1": {}}}},
 ])
 def test_fields_v1_round_trip(tree: dict[str, Any]) -> None:
     assert fields.to_fields_v1(fields.from_fields_v1(tree)) == tree
@@ -88,6 +89,7 @@ def test_unreadable_fields_v1(tree: Any) -> None:
      '.spec.containers[name="nginx"].ports[containerPort=80,protocol="TCP"]'),
     (("f:metadata", "f:finalizers", 'v:"a"'), '.metadata.finalizers[="a"]'),
     (("f:metadata", "f:labels", "f:app"), ".metadata.labels.app"),
+    (("f:spec", "f:things", "i:3", "f:a"), ".spec.things[3].a"),
 ])
 def test_path_string(path: fields.Path, text: str) -> None:
     assert fields.path_string(path) == text
