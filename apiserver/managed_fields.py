@@ -32,6 +32,7 @@ FIELD_MANAGER_MAX_LENGTH = 128
 # kubectl's client-side apply, and the annotation it keeps its last configuration in
 CLIENT_SIDE_APPLY = "kubectl-client-side-apply"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+ANNOTATIONS_SIZE_LIMIT = 256 * 1024
 STATUS: fields.Path = ("f:status",)
 
 
@@ -428,16 +429,16 @@ def sync_last_applied(live: Object | None, new: Object, config: Object, manager:
         return new
     applied = json.loads(json.dumps(config))
     applied_meta = applied.get("metadata") or {}
-    applied_annotations = {k: v for k, v in (applied_meta.get("annotations") or {}).items()
-                           if k != LAST_APPLIED}
-    if applied_annotations:
-        applied_meta["annotations"] = applied_annotations
-    else:
-        applied_meta.pop("annotations", None)
+    if isinstance(applied_meta.get("annotations"), dict):
+        applied_meta["annotations"].pop(LAST_APPLIED, None)
+    # encoded as Go's json.Encoder encodes a map: keys sorted, a newline at the end
+    text = json.dumps(applied, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
     out = dict(new)
     meta = dict(out.get("metadata") or {})
-    meta["annotations"] = {**(meta.get("annotations") or {}),
-                           LAST_APPLIED: json.dumps(applied, separators=(",", ":")) + "\n"}
+    annotations = {**(meta.get("annotations") or {}), LAST_APPLIED: text + "\n"}
+    if sum(len(k) + len(v) for k, v in annotations.items()) > ANNOTATIONS_SIZE_LIMIT:
+        del annotations[LAST_APPLIED]  # kube drops what would not fit
+    meta["annotations"] = annotations
     out["metadata"] = meta
     return out
 
