@@ -323,6 +323,7 @@ class ApiServer:
         return pruned, unknown_field_warnings(query, unknown), dry_run
 
     async def create(self, request: Request, target: Target) -> Response:
+        managed_fields.check_field_manager(request.query_params, "CreateOptions")
         body, warnings, dry_run = await self.decode(request, target)
         obj, _ = await self.registry.create(target.resource, target.namespace, body,
                                             dry_run=dry_run, decoded=True,
@@ -333,6 +334,7 @@ class ApiServer:
 
     async def update(self, request: Request, target: Target) -> Response:
         assert target.name is not None
+        managed_fields.check_field_manager(request.query_params, "UpdateOptions")
         body, warnings, dry_run = await self.decode(request, target)
         obj, _, created = await self.registry.update(target.resource, target.namespace,
                                                      target.name, body, decoded=True,

@@ -109,8 +109,10 @@ def schema_of(resource: Resource) -> Schema:
 def manager_name(query: Mapping[str, str], user_agent: str | None) -> str:
     """`?fieldManager=`, else the User-Agent's product (`kubectl/v1.37.1 (...)` ->
     `kubectl`), as kube's prefixFromUserAgent does."""
-    manager = query.get("fieldManager") or (user_agent or "").split("/", 1)[0]
-    return manager[:FIELD_MANAGER_MAX_LENGTH] if not query.get("fieldManager") else manager
+    explicit = query.get("fieldManager")
+    if explicit:
+        return explicit
+    return (user_agent or "").split("/", 1)[0][:FIELD_MANAGER_MAX_LENGTH]
 
 
 def field_manager_causes(manager: str, field: str = "fieldManager") -> list[dict[str, str]]:
@@ -135,9 +137,18 @@ def check_patch_options(query: Mapping[str, str], *, apply: bool) -> None:
         raise _patch_options_invalid(causes)
 
 
-def _patch_options_invalid(causes: list[dict[str, str]]) -> errors.Invalid:
-    err = errors.invalid("PatchOptions.meta.k8s.io", "", causes, group="meta.k8s.io")
-    err.details["kind"] = "PatchOptions"
+def check_field_manager(query: Mapping[str, str], options_kind: str) -> None:
+    """ValidateCreateOptions/ValidateUpdateOptions' check of `fieldManager`."""
+    manager = query.get("fieldManager")
+    causes = field_manager_causes(manager) if manager else []
+    if causes:
+        raise _patch_options_invalid(causes, options_kind)
+
+
+def _patch_options_invalid(causes: list[dict[str, str]],
+                           options_kind: str = "PatchOptions") -> errors.Invalid:
+    err = errors.invalid(f"{options_kind}.meta.k8s.io", "", causes, group="meta.k8s.io")
+    err.details["kind"] = options_kind
     return err
 
 

@@ -399,6 +399,11 @@ async def test_every_write_records_its_manager(http: httpx.AsyncClient) -> None:
     r = await http.get("/api/v1/namespaces/default/pods",
                        params={"fieldSelector": "metadata.managedFields=x"})
     assert r.status_code == 400
+    r = await http.post("/api/v1/namespaces/default/pods", params={"fieldManager": "m" * 129},
+                        json=pod(unique("long")))
+    assert r.status_code == 422
+    assert r.json()["message"] == ('CreateOptions.meta.k8s.io "" is invalid: fieldManager: '
+                                   "Too long: may not be more than 128 bytes")
 
 
 async def test_openapi_advertises_apply(http: httpx.AsyncClient) -> None:
