@@ -280,6 +280,40 @@ def _drop(managers: Managers, key: tuple[str, str, str, str], paths: FieldSet) -
             managers[other] = entry.with_fields(entry.fields - paths)
 
 
+# --- the cap on Update entries ----------------------------------------------------------
+
+MAX_UPDATE_MANAGERS = 10
+ANCIENT_CHANGES = "ancient-changes"
+
+
+def cap_update_managers(managers: Managers) -> Managers:
+    """capManagersManager: past 10 Update entries the oldest are merged, per version, into
+    one `ancient-changes` entry (with the time of the newest one merged)."""
+    updaters = sorted((k for k, e in managers.items() if e.operation == UPDATE),
+                      key=lambda k: (managers[k].time or "", k))
+    count = len(updaters)
+    if count <= MAX_UPDATE_MANAGERS:
+        return managers
+    out = dict(managers)
+    first_of_version: dict[str, tuple[str, str, str, str]] = {}
+    for key in updaters:
+        if count <= MAX_UPDATE_MANAGERS:
+            break
+        entry = out[key]
+        bucket = new_entry(ANCIENT_CHANGES, UPDATE, entry.api_version, None)
+        first = first_of_version.get(entry.api_version)
+        if first is None or key == bucket.key:
+            first_of_version.setdefault(entry.api_version, key)
+            continue
+        if bucket.key not in out:
+            out[bucket.key] = bucket.with_fields(out.pop(first).fields)
+        merged = out[bucket.key].fields | entry.fields
+        del out[key]
+        out[bucket.key] = bucket.with_fields(merged, time=entry.time)
+        count -= 1
+    return out
+
+
 # --- Update ------------------------------------------------------------------------------
 
 def record_update(resource: Resource, live: Object | None, new: Object, *, manager: str,
@@ -300,7 +334,7 @@ def record_update(resource: Resource, live: Object | None, new: Object, *, manag
         managers[entry.key] = entry.with_fields(mine, time=now or rfc3339())
     elif previous is not None:
         managers[entry.key] = previous
-    return with_managed(new, encode(managers))
+    return with_managed(new, encode(cap_update_managers(managers)))
 
 
 # --- create ------------------------------------------------------------------------------

@@ -230,6 +230,22 @@ def test_kubectl_takes_over_what_client_side_apply_last_applied() -> None:
         apply(live, pod("web", "nginx:2"), "other")
 
 
+def test_past_ten_update_managers_the_oldest_become_ancient_changes() -> None:
+    live: dict[str, Any] = pod("web")
+    for i in range(12):
+        labelled = {**live, "metadata": {**live["metadata"],
+                                         "labels": {**live["metadata"].get("labels", {}),
+                                                    f"l{i}": "x"}}}
+        live = managed_fields.record_update(PODS, live, labelled, manager=f"m{i:02}",
+                                            subresource=None, now=f"2026-01-01T00:00:{i:02}Z")
+    entries = live["metadata"]["managedFields"]
+    assert len(entries) == 10
+    ancient = managers(live)["ancient-changes"]
+    assert ancient["time"] == "2026-01-01T00:00:02Z"
+    assert set(ancient["fieldsV1"]["f:metadata"]["f:labels"]) >= {"f:l0", "f:l1", "f:l2"}
+    assert [e["manager"] for e in entries][1:] == [f"m{i:02}" for i in range(3, 12)]
+
+
 @pytest.mark.parametrize(("entry", "field"), [
     ({"manager": "m", "operation": "Patch", "fieldsType": "FieldsV1"},
      "metadata.managedFields[0].operation"),
