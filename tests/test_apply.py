@@ -28,6 +28,7 @@ from tests.support import ApiServer, Kubectl, unique
 
 SCHEMA = managed_fields.schema_of(PODS)
 APPLY = {"Content-Type": "application/apply-patch+yaml"}
+OLD_KUBECTL = "/usr/bin/kubectl"  # 1.32 where installed
 NGINX = 'k:{"name":"nginx"}'
 
 
@@ -494,6 +495,23 @@ def test_kubectl_client_side_then_server_side_apply(apiserver: ApiServer,
     # and client-side apply can follow again
     assert kubectl("apply", "-f", write(manifest, pod(name, "nginx:1.27"))) == \
         f"pod/{name} configured\n"
+
+
+@pytest.mark.skipif(not Path(OLD_KUBECTL).exists(), reason=f"no kubectl 1.32 at {OLD_KUBECTL}")
+def test_kubectl_132_apply_server_side(apiserver: ApiServer, tmp_path: Path) -> None:
+    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl", binary=OLD_KUBECTL)
+    name = unique("k132")
+    manifest = tmp_path / "pod.yaml"
+    assert kubectl("apply", "-f", write(manifest, pod(name))) == f"pod/{name} created\n"
+    assert kubectl("apply", "--server-side", "-f", write(manifest, pod(name, "nginx:1.26"))) \
+        == f"pod/{name} serverside-applied\n"
+    kubectl("set", "image", f"pod/{name}", "nginx=nginx:1.27")
+    refused = kubectl.run("apply", "--server-side", "-f",
+                          write(manifest, pod(name, "nginx:1.28")), check=False)
+    assert 'conflict with "kubectl-set" using v1' in refused.stderr
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(manifest))
+    assert kubectl("get", "pod", name, "-o", "jsonpath={.spec.containers[0].image}") == \
+        "nginx:1.28"
 
 
 # --- the official client and lightkube -------------------------------------------------------
