@@ -405,6 +405,9 @@ class ApiServer:
             merged = managed_fields.record_apply(resource, current, config, manager=manager,
                                                  subresource=target.subresource, force=force)
             schema.drop_empty(resource.model, merged)  # what pruning emptied, as Go omits it
+            # what pruning removed and has a default gets it back before the spec is
+            # compared (a re-apply that drops a defaulted field bumps no generation)
+            merged = objects.default_object(resource, merged, old=current)
             updated = objects.prepare_for_update(resource, merged, current,
                                                  subresource=target.subresource)
             return managed_fields.with_managed(updated, managed_fields.managed_of(merged) or [])

@@ -492,6 +492,7 @@ def test_kubectl_client_side_then_server_side_apply(apiserver: ApiServer,
     entries = {e["manager"]: e["operation"] for e in got["metadata"]["managedFields"]}
     assert entries.get("kubectl") == "Apply"
     assert "kubectl-client-side-apply" not in entries  # kubectl migrated its fields
+    assert got["metadata"]["generation"] == 2  # one change of the spec: the image
     # and client-side apply can follow again
     assert kubectl("apply", "-f", write(manifest, pod(name, "nginx:1.27"))) == \
         f"pod/{name} configured\n"
