@@ -33,6 +33,7 @@ FIELD_MANAGER_MAX_LENGTH = 128
 CLIENT_SIDE_APPLY = "kubectl-client-side-apply"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 ANNOTATIONS_SIZE_LIMIT = 256 * 1024
+BEFORE_FIRST_APPLY = "before-first-apply"
 STATUS: fields.Path = ("f:status",)
 
 
@@ -494,6 +495,12 @@ def record_apply(resource: Resource, live: Object | None, config: Object, *, man
     with its managedFields; a 409 on conflicts unless `force`."""
     schema = schema_of(resource)
     managers = decode(managed_of(live)) or {}
+    if live is not None and not managers:
+        # skipNonAppliedManager: what an object without managedFields has belongs to
+        # `before-first-apply`, so the first apply conflicts with it as with anyone
+        managers = decode(managed_of(record_update(
+            resource, None, with_managed(live, []), manager=BEFORE_FIRST_APPLY,
+            subresource=None, now=now))) or {}
     entry = new_entry(manager, APPLY, resource.api_version, subresource)
     applied = tracked(resource, fields.field_set(schema, config), subresource)
     previous = managers.get(entry.key)

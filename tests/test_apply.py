@@ -217,6 +217,14 @@ def test_fields_a_manager_stops_applying_are_removed_unless_someone_owns_them() 
     assert after["metadata"]["labels"] == {"b": "2"}  # a: alice's only; b: bob's too
 
 
+def test_an_object_without_managed_fields_is_before_first_apply_s() -> None:
+    live = pod("web")  # written before managedFields were tracked, or after they were cleared
+    with pytest.raises(Conflict, match='conflict with "before-first-apply" using v1'):
+        apply(live, pod("web", "nginx:2"), "alice")
+    applied = apply(live, pod("web"), "alice")
+    assert set(managers(applied)) == {"alice", "before-first-apply"}
+
+
 def test_kubectl_takes_over_what_client_side_apply_last_applied() -> None:
     config = pod("web")
     live = {**config, "metadata": {"name": "web", "annotations": {
