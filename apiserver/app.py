@@ -25,6 +25,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from apiserver import (
     discovery,
     listing,
+    managed_fields,
     objects,
     openapi,
     openapi_v2,
@@ -46,7 +47,7 @@ from apiserver.decode import (
 )
 from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.namespace_controller import NamespaceController
-from apiserver.registry import Registry, status_details
+from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup
 from apiserver.resources.nodes import NODES
@@ -63,6 +64,7 @@ PATCH_TYPES = {
     "application/merge-patch+json": "merge",
     "application/json-patch+json": "json",
     "application/strategic-merge-patch+json": "strategic",
+    "application/apply-patch+yaml": "apply",
 }
 SUCCESS_CREATED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                    "code": 201}
@@ -158,6 +160,29 @@ def check_patched_identity(resource: Resource, patched: Any, target: Target) -> 
     if resource.namespaced and namespace not in (None, "", target.namespace):
         raise errors.BadRequest("the namespace of the provided object does not match the "
                                 "namespace sent on the request")
+
+
+def field_manager(request: Request) -> str:
+    """Whom a write's managedFields entry names (`fieldManager`, else the user agent)."""
+    return managed_fields.manager_name(request.query_params, request.headers.get("user-agent"))
+
+
+def applied_config(resource: Resource, document: Any, target: Target, *,
+                   strict: bool) -> tuple[dict[str, Any], list[str]]:
+    """An apply body as the configuration it is: an object of the URL's kind, version,
+    name and namespace, decoded (unknown fields dropped, or a 400 with Strict), in the
+    stored form, without managedFields; and the unknown fields dropped."""
+    if not isinstance(document, dict):
+        raise errors.BadRequest(f"the body of an apply patch must be a {resource.kind} object")
+    check_type_meta(document, resource.kind, resource.api_version)
+    if not document.get("kind") or not document.get("apiVersion"):
+        raise errors.BadRequest("apiVersion and kind must be set in an apply configuration")
+    check_patched_identity(resource, document, target)
+    config, unknown = registry_decode(resource, document, strict=strict)
+    meta = config.get("metadata") or {}
+    if "managedFields" in meta:
+        raise errors.BadRequest("metadata.managedFields must be nil")
+    return config, unknown
 
 
 class ApiServer:
@@ -303,20 +328,24 @@ class ApiServer:
         return pruned, unknown_field_warnings(query, unknown), dry_run
 
     async def create(self, request: Request, target: Target) -> Response:
+        managed_fields.check_field_manager(request.query_params, "CreateOptions")
         body, warnings, dry_run = await self.decode(request, target)
         obj, _ = await self.registry.create(target.resource, target.namespace, body,
-                                            dry_run=dry_run, decoded=True)
+                                            dry_run=dry_run, decoded=True,
+                                            manager=field_manager(request))
         if not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(present(target.resource, obj), 201, warnings=warnings)
 
     async def update(self, request: Request, target: Target) -> Response:
         assert target.name is not None
+        managed_fields.check_field_manager(request.query_params, "UpdateOptions")
         body, warnings, dry_run = await self.decode(request, target)
         obj, _, created = await self.registry.update(target.resource, target.namespace,
                                                      target.name, body, decoded=True,
                                                      subresource=target.subresource,
-                                                     dry_run=dry_run)
+                                                     dry_run=dry_run,
+                                                     manager=field_manager(request))
         if created and not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(present(target.resource, obj), 201 if created else 200,
@@ -327,6 +356,9 @@ class ApiServer:
         patch_type = PATCH_TYPES.get(media_type(request))
         if patch_type is None:
             raise unsupported_media_type(", ".join(PATCH_TYPES))
+        managed_fields.check_patch_options(request.query_params, apply=patch_type == "apply")
+        if patch_type == "apply":
+            return await self.apply(request, target)
         dry_run = options.dry_run(request.query_params)
         options.field_validation(request.query_params)
         document = await parse_body(await read_body(request), "json")
@@ -356,8 +388,55 @@ class ApiServer:
         obj = await self.registry.guaranteed_update(resource, target.namespace, target.name,
                                                     apply, precondition=precondition,
                                                     subresource=target.subresource,
-                                                    dry_run=dry_run)
+                                                    dry_run=dry_run,
+                                                    manager=field_manager(request))
         return json_response(present(resource, obj))
+
+    async def apply(self, request: Request, target: Target) -> Response:
+        """Server-side apply (`application/apply-patch+yaml`): the body is the manager's
+        configuration, merged into the object, or creating it when there is none."""
+        assert target.name is not None
+        query = request.query_params
+        dry_run = options.dry_run(query)
+        strict = options.field_validation(query) == "Strict"
+        manager = query["fieldManager"]
+        force = options.query_bool(query, "force")
+        resource = target.resource
+        document = await parse_body(await read_body(request), "yaml")
+        config, unknown = applied_config(resource, document, target, strict=strict)
+        warnings = unknown_field_warnings(query, unknown)
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            merged = managed_fields.record_apply(resource, current, config, manager=manager,
+                                                 subresource=target.subresource, force=force)
+            schema.drop_empty(resource.model, merged)  # what pruning emptied, as Go omits it
+            # what pruning removed and has a default gets it back before the spec is
+            # compared (a re-apply that drops a defaulted field bumps no generation)
+            merged = objects.default_object(resource, merged, old=current)
+            updated = objects.prepare_for_update(resource, merged, current,
+                                                 subresource=target.subresource)
+            return managed_fields.with_managed(updated, managed_fields.managed_of(merged) or [])
+
+        for _ in range(2):
+            try:
+                obj = await self.registry.guaranteed_update(
+                    resource, target.namespace, target.name, mutate,
+                    subresource=target.subresource, dry_run=dry_run)
+                return json_response(present(resource, obj), warnings=warnings)
+            except errors.NotFound:
+                if target.subresource is not None:
+                    raise
+            new = managed_fields.record_apply(resource, None, config, manager=manager,
+                                              subresource=None, force=force)
+            try:
+                obj, _ = await self.registry.create(resource, target.namespace, new,
+                                                    dry_run=dry_run, decoded=True)
+            except errors.AlreadyExists:
+                continue  # created meanwhile: apply to it
+            if not dry_run:
+                log.info("created %s %s (apply by %s)", resource.plural, describe(obj), manager)
+            return json_response(present(resource, obj), 201, warnings=warnings)
+        raise conflict(resource, target.name)
 
     async def delete(self, request: Request, target: Target) -> Response:
         assert target.name is not None

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import math
 
-from apiserver import objects
+from apiserver import managed_fields, objects
 from apiserver.cacher import Flush
 from apiserver.registry import Registry
 from apiserver.resources import RESOURCES
@@ -35,6 +35,7 @@ async def ensure_default_namespaces(registry: Registry) -> None:
     for name in DEFAULT_NAMESPACES:
         obj = objects.default_object(NAMESPACES, objects.prepare_for_create(
             NAMESPACES, {"metadata": {"name": name}}, namespace=None))
+        obj = managed_fields.record_create(NAMESPACES, obj, manager="kube-apiserver")
         try:
             await registry.storage.create(registry.key(NAMESPACES, None, name), obj)
             log.info("created namespace %s", name)

@@ -83,7 +83,12 @@ DELETE_PARAMS = [
            "deleted.", "integer"),
     _query("propagationPolicy", "Whether and how garbage collection will be performed."),
 ]
-PATCH_CONTENT_TYPES = ("application/json-patch+json", "application/merge-patch+json")
+APPLY_PATCH = "application/apply-patch+yaml"
+PATCH_CONTENT_TYPES = (APPLY_PATCH, "application/json-patch+json",
+                       "application/merge-patch+json")
+FORCE = _query("force", "Force is going to \"force\" Apply requests. It means user will "
+               "re-acquire conflicting fields owned by other people. Force flag must be unset "
+               "for non-apply patch requests.", "boolean")
 META_SCHEMA_PREFIX = "io.k8s.apimachinery.pkg.apis.meta.v1."
 
 
@@ -156,7 +161,7 @@ def _operation(gv: GroupVersion, verb: str, info: ResourceInfo, kind: str, actio
 
 def _patch(gv: GroupVersion, info: ResourceInfo, kind: str, sub: str = "") -> dict[str, Any]:
     operation = _operation(gv, "patch", info, kind, "patch",
-                           [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], sub)
+                           [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION, FORCE], sub)
     # No strategic-merge-patch here on purpose: kubectl apply then builds its strategic merge
     # patch from its compiled-in Pod/Node types instead of from this (partial) schema.
     operation["requestBody"] = {"content": {t: {"schema": {"type": "object"}}

@@ -82,7 +82,8 @@ def v2_operation(method: str, operation: dict[str, Any]) -> dict[str, Any]:
     if body is not None:
         content = body["content"]
         if method == "patch":
-            out["consumes"] = list(content)
+            # kube's swagger lists the apply patch last
+            out["consumes"] = sorted(content, key=lambda t: t == "application/apply-patch+yaml")
             schema: dict[str, Any] = {"$ref": V2_REF + PATCH_SCHEMA}
         else:
             schema = v2_schema(content[JSON]["schema"])

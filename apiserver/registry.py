@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from apiserver import objects, schema, validation
+from apiserver import managed_fields, objects, schema, validation
 from apiserver.cacher import Cacher, Describe, ResourceCache
 from apiserver.listing import ListOptions, ListPage, ListQuery, list_page
 from apiserver.resources import (
@@ -105,6 +105,10 @@ def check_no_causes(resource: Resource, name: str, causes: list[dict[str, str]])
         raise invalid(resource, name, causes)
 
 
+def managed_causes(obj: dict[str, Any]) -> list[dict[str, str]]:
+    return managed_fields.validate(managed_fields.managed_of(obj))
+
+
 def object_name(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
 
@@ -191,15 +195,21 @@ class Registry:
 
     async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
                      *, strict: bool = False, dry_run: bool = False,
-                     decoded: bool = False) -> tuple[dict[str, Any], list[str]]:
+                     decoded: bool = False, manager: str | None = None,
+                     ) -> tuple[dict[str, Any], list[str]]:
         """Store a new object; returns it and the unknown fields that were dropped
         (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written;
-        `dry_run`: every check, no write; `decoded`: the body went through decode already)."""
+        `dry_run`: every check, no write; `decoded`: the body went through decode already;
+        `manager`: record the create in managedFields as this manager's Update, None when
+        the caller recorded them already, as an apply does)."""
         pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
         obj = objects.default_object(resource, obj)
         name = object_name(obj)
-        check_no_causes(resource, name or object_name(body), validation.validate(resource, obj))
+        check_no_causes(resource, name or object_name(body),
+                        validation.validate(resource, obj) + managed_causes(obj))
+        if manager is not None:
+            obj = managed_fields.record_create(resource, obj, manager=manager, sent=pruned)
         resource.admit(obj)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
@@ -227,7 +237,8 @@ class Registry:
     async def update(self, resource: Resource, namespace: str | None, name: str,
                      body: dict[str, Any], *, subresource: str | None = None,
                      strict: bool = False, dry_run: bool = False,
-                     decoded: bool = False) -> tuple[dict[str, Any], list[str], bool]:
+                     decoded: bool = False, manager: str | None = None,
+                     ) -> tuple[dict[str, Any], list[str], bool]:
         """Replace an object; returns it, the unknown fields dropped, and whether the PUT
         created it (resources whose strategy allows create on update, like leases)."""
         pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
@@ -245,7 +256,8 @@ class Registry:
         try:
             updated = await self.guaranteed_update(resource, namespace, name, replace,
                                                    precondition=precondition,
-                                                   subresource=subresource, dry_run=dry_run)
+                                                   subresource=subresource, dry_run=dry_run,
+                                                   manager=manager)
         except errors.NotFound:
             if subresource is not None or not resource.allow_create_on_update:
                 raise
@@ -253,18 +265,21 @@ class Registry:
                     if k != "resourceVersion"}
             created, _ = await self.create(resource, namespace,
                                            {**body, "metadata": {**meta, "name": name}},
-                                           strict=strict, dry_run=dry_run, decoded=decoded)
+                                           strict=strict, dry_run=dry_run, decoded=decoded,
+                                           manager=manager)
             return created, unknown, True
         return updated, unknown, False
 
     async def guaranteed_update(self, resource: Resource, namespace: str | None, name: str,
                                 mutate: Mutation, *, precondition: str | None = None,
                                 subresource: str | None = None,
-                                validate: bool = True, dry_run: bool = False) -> dict[str, Any]:
+                                validate: bool = True, dry_run: bool = False,
+                                manager: str | None = None) -> dict[str, Any]:
         """Read, mutate, validate, write-if-unchanged; retry on a concurrent write.
 
         With `precondition` (a resourceVersion the client read) a concurrent write is a
-        409 Conflict instead of a retry.
+        409 Conflict instead of a retry. With `manager` the change is recorded in
+        managedFields as that manager's Update.
         """
         key = self.key(resource, namespace, name)
         kv = await self._get_kv(resource, namespace, name)
@@ -274,6 +289,10 @@ class Registry:
             new = mutate(kv.value)
             if validate:
                 new = objects.default_object(resource, new, old=kv.value)
+            if manager is not None:
+                check_no_causes(resource, name, managed_causes(new))
+                new = managed_fields.record_update(resource, kv.value, new, manager=manager,
+                                                   subresource=subresource)
             if new == kv.value:
                 return objects.with_resource_version(kv.value, kv.mod_revision)
             if validate:

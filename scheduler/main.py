@@ -356,7 +356,7 @@ async def serve(options: Options) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with ApiClient(options.apiserver,
-                         user_agent=f"kubelite-scheduler/{options.scheduler_name}") as client:
+                         user_agent=f"kube-scheduler/{options.scheduler_name}") as client:
         scheduler = Scheduler(client, options=options)
         elector = (LeaderElector(client, options.leader_election) if options.leader_elect
                    else None)

@@ -275,13 +275,13 @@ class Kubectl:
                                                           "user": "kubelite",
                                                           "namespace": "default"}}]}))
 
-    def run(self, *args: str, check: bool = True,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, check: bool = True, stdin: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             [str(self.binary), "--kubeconfig", str(self.kubeconfig), "--cache-dir",
              str(self.cache_dir), *args],
             capture_output=True, text=True, input=stdin, timeout=60,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(self.kubeconfig.parent)})
+            env={"PATH": "/usr/bin:/bin", "HOME": str(self.kubeconfig.parent), **(env or {})})
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
                                  f"{result.stdout}{result.stderr}")

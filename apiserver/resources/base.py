@@ -92,6 +92,9 @@ class Resource:
     warnings: Callable[[Object], list[str]] = no_warnings
     # Validating admission of a new object: raises (Forbidden) to refuse it.
     admit: Callable[[Object], None] = no_admission
+    # Fields `default` sets on create as kube's admission plugins do (after the field
+    # manager recorded the create): the creator manages them only when it sent them.
+    admission_defaults: tuple[tuple[str, ...], ...] = ()
     # The status a client sends on create is kept (nodes register with their status).
     keeps_status_on_create: bool = False
     # metadata.generation is set on create and bumped when the spec changes.

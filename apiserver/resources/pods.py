@@ -544,6 +544,7 @@ PODS = Resource(
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True, bind=bind,
     fields=FIELDS, columns=COLUMNS, cells=pod_cells, row_conditions=row_conditions,
     merge_keys=MERGE_KEYS,
+    admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy")),
 )
 
 __all__ = ["PODS", "validate_binding"]
