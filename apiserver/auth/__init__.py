@@ -60,3 +60,13 @@ class AlwaysAllow:
 
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
         return Decision.ALLOW, ""
+
+
+# Where authentication leaves the request's user in the ASGI scope, for the authorizer and
+# for what answers about the caller (SelfSubjectReview, SelfSubjectAccessReview).
+USER_SCOPE_KEY = "kubelite.user"
+
+
+def request_user(scope: Mapping[str, object]) -> UserInfo:
+    user = scope.get(USER_SCOPE_KEY)
+    return user if isinstance(user, UserInfo) else ANONYMOUS
