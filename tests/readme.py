@@ -22,7 +22,9 @@ _VOLATILE = [
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uid>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),
     (re.compile(r'("resourceVersion": ?)"\d+"'), r'\1"<rv>"'),
-    (re.compile(r"\b(\d+d)?(\d+h)?(\d+m)?(\d+s)?\b(?<=[smhd])(?= |$)", re.M), "<age>"),
+    # an age is at least one number and unit: never the empty match after any word ending
+    # in s, m, h or d (a container id ending in "d")
+    (re.compile(r"\b(?=\d)(\d+d)?(\d+h)?(\d+m)?(\d+s)?\b(?<=[smhd])(?= |$)", re.M), "<age>"),
     (re.compile(r"\b\d+\.\d+\.\d+\.\d+\b"), "<ip>"),
     (re.compile(r"\b[0-9a-f]{64}\b"), "<id>"),
     (re.compile(r"\b[0-9a-f]{12}\b"), "<id>"),

@@ -92,3 +92,9 @@ def test_only_commands_that_change_nothing_are_run_again() -> None:
     assert not readme.read_only("kubectl get pods > pods.txt")
     assert not readme.read_only("cat <<EOF | kubectl apply -f -\nkind: Pod\nEOF")
     assert not readme.read_only("rm -rf .kubelite")
+
+
+def test_volatile_values_are_normalised_and_nothing_else() -> None:
+    assert readme.normalise("Container ID: docker://" + "ab" * 31 + "6d") == "Container ID: docker://<id>"
+    assert readme.normalise("web 1/1 Running 0 5m3s") == "web 1/1 Running 0 <age>"
+    assert readme.normalise("Reason: Started") == "Reason: Started"
