@@ -167,6 +167,20 @@ def _kv(raw: Any) -> KV:
     return KV(raw.key.decode(), decode(raw.value), raw.mod_revision, raw.create_revision)
 
 
+def is_too_large(code: grpc.StatusCode, details: str) -> bool:
+    """Whether etcd (or gRPC on either side) refused a request for its size: etcd's
+    --max-request-bytes ("etcdserver: request is too large", INVALID_ARGUMENT) or, past
+    etcd's gRPC message limit (--max-request-bytes + 512 KiB, 2 MiB by default), gRPC's
+    "received message larger than max" / "Sent message larger than max" (RESOURCE_EXHAUSTED).
+    Neither gets better by retrying: a 413, never a 503."""
+    text = details.lower()
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return "too large" in text
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return "too large" in text or "larger than max" in text
+    return False
+
+
 def _unavailable(e: BaseException) -> Unavailable:
     if isinstance(e, grpc.aio.AioRpcError):
         return Unavailable(f"etcd: {e.code().name}: {e.details()}")
@@ -203,8 +217,7 @@ class Storage:
                     raise Compacted(revision, 0) from e
                 if "future" in (e.details() or ""):
                     raise FutureRevision(revision) from e
-            if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED) \
-                    and "too large" in (e.details() or "").lower():
+            if is_too_large(e.code(), e.details() or ""):
                 raise TooLarge(e.details()) from e
             raise _unavailable(e) from e
         except TimeoutError as e:
