@@ -123,6 +123,7 @@ def check_watch_options(query: Mapping[str, str], *, send_initial_events: bool,
                                   "allowWatchBookmarks to true"})
     if causes:
         raise invalid_list_options(causes)
+    query_int(query, "limit")  # unused by a watch, but decoded (an int64) as kube decodes it
     rv = query.get("resourceVersion", "")
     if rv:
         parse_revision(rv)
