@@ -140,12 +140,15 @@ def _forbidden(message: str) -> dict[str, str]:
             "message": f"Forbidden: {message}"}
 
 
+MAX_RESOURCE_VERSION = 2**64 - 1  # kube parses one as a uint64 (strconv.ParseUint)
+
+
 def parse_revision(text: str) -> int:
     try:
         revision = int(text)
     except ValueError:
         revision = -1
-    if revision < 0 or not text.isdigit():
+    if not 0 <= revision <= MAX_RESOURCE_VERSION or not text.isdigit():
         raise errors.BadRequest(f'invalid resource version "{text}"') from None
     return revision
 

@@ -30,6 +30,8 @@ from aetcd import rpc
 
 log = logging.getLogger("apiserver.storage")
 
+MAX_REVISION = 2**63 - 1  # etcd's revisions are int64
+
 # Every etcd call answers (or fails) within this many seconds, so that a request
 # against a dead etcd becomes a 503 instead of a hang.
 CALL_TIMEOUT = 1.5
@@ -244,6 +246,8 @@ class Storage:
 
         Raises Compacted or FutureRevision for a revision etcd no longer or not yet has.
         """
+        if revision > MAX_REVISION:  # no etcd gets there: later than any it has
+            raise FutureRevision(revision)
         end = prefix_range_end(prefix.encode())
         resp = await self._call(self._kv.Range, rpc.RangeRequest(
             key=(start or prefix).encode(), range_end=end, limit=limit, revision=revision))

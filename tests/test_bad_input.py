@@ -336,6 +336,22 @@ async def test_a_bad_query_parameter_is_a_400(http: httpx.AsyncClient, query: di
     assert_status(r, 400)
 
 
+# etcd's revisions are int64, kube's resourceVersions uint64: past int64 it is a revision
+# etcd has not reached (kube's 504 with a ResourceVersionTooLarge cause, as for any
+# future one), past uint64 not a resourceVersion at all; never a 500.
+@pytest.mark.parametrize(("resource_version", "code"), [
+    ("9223372036854775808", 504), ("18446744073709551615", 504), ("18446744073709551616", 400),
+])
+@pytest.mark.parametrize("query", [{"resourceVersionMatch": "Exact"}, {"limit": "1"}])
+async def test_a_resource_version_past_int64_is_too_large_not_a_500(
+        http: httpx.AsyncClient, resource_version: str, code: int, query: dict[str, str],
+        ) -> None:
+    r = await http.get(PODS, params={"resourceVersion": resource_version, **query}, timeout=10)
+    status = assert_status(r, code)
+    if code == 504:
+        assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+
 # ValidateListOptions' errors are an Invalid ListOptions, as kube's ListResource answers them.
 @pytest.mark.parametrize("query", [
     {"resourceVersionMatch": "Bogus"}, {"resourceVersion": "0", "resourceVersionMatch": "Bogus"},
