@@ -184,20 +184,29 @@ class Etcd:
 MARKER = "\x00kubelite-sync"  # the watch caches' marker keys (apiserver/cacher.py)
 
 
-async def etcd_keys(etcd: Etcd, prefix: str = "/registry/") -> dict[str, int]:
-    """Every key under `prefix` with its mod_revision, the watch caches' marker keys left
-    out (they are written whenever a reader waits for freshness): the same answer before
-    and after a request proves it wrote nothing (a create, update or delete changes it)."""
+def keys_range(prefix: str = "/registry/") -> dict[str, Any]:
+    """etcd's JSON gateway request for every key (no values) under `prefix`."""
     end = bytearray(prefix.encode())
     end[-1] += 1
-    async with httpx.AsyncClient(base_url=etcd.endpoint, timeout=10) as http:
-        answer = await http.post("/v3/kv/range", json={
-            "key": base64.b64encode(prefix.encode()).decode(),
-            "range_end": base64.b64encode(bytes(end)).decode(), "keys_only": True})
-        answer.raise_for_status()
+    return {"key": base64.b64encode(prefix.encode()).decode(),
+            "range_end": base64.b64encode(bytes(end)).decode(), "keys_only": True}
+
+
+def keys_of(answer: httpx.Response) -> dict[str, int]:
+    """The keys of a keys_range answer with their mod_revision, the watch caches' marker
+    keys left out (they are written whenever a reader waits for freshness): the same
+    before and after a request proves it wrote nothing (a create, update or delete
+    changes it)."""
+    answer.raise_for_status()
     keys = {base64.b64decode(kv["key"]).decode(): int(kv["mod_revision"])
             for kv in answer.json().get("kvs", [])}
     return {key: revision for key, revision in keys.items() if MARKER not in key}
+
+
+async def etcd_keys(etcd: Etcd, prefix: str = "/registry/") -> dict[str, int]:
+    """keys_of(keys_range(prefix)), read now."""
+    async with httpx.AsyncClient(base_url=etcd.endpoint, timeout=10) as http:
+        return keys_of(await http.post("/v3/kv/range", json=keys_range(prefix)))
 
 
 class ApiServer:
