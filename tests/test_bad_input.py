@@ -175,6 +175,26 @@ async def test_a_binding_of_the_wrong_shape_is_refused_and_binds_nothing(
     assert r.json()["metadata"]["resourceVersion"] == web["metadata"]["resourceVersion"]
 
 
+@pytest.mark.parametrize("status", [{}, {"addresses": [{"type": "InternalIP",
+                                                       "address": "10.0.0.1"}]},
+                                     {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}])
+async def test_logs_of_a_pod_on_a_node_without_a_kubelet_address_are_a_400(
+        http: httpx.AsyncClient, status: dict[str, Any]) -> None:
+    node = unique("no-address")
+    r = await http.post("/api/v1/nodes", json={"metadata": {"name": node}, "status": status})
+    assert r.status_code == 201, r.text
+    name = unique("logs")
+    r = await http.post(PODS, json=pod(name, spec={"nodeName": node, "containers": [
+        {"name": "c", "image": "busybox:1.35"}]}))
+    assert r.status_code == 201, r.text
+    try:
+        status_body = assert_status(await http.get(f"{PODS}/{name}/log"), 400)
+        assert "does not report a kubelet address" in status_body["message"]
+    finally:
+        await http.delete(f"{PODS}/{name}", params={"gracePeriodSeconds": "0"})
+        await http.delete(f"/api/v1/nodes/{node}")
+
+
 # -- DeleteOptions ----------------------------------------------------------------------------
 
 

@@ -206,7 +206,7 @@ def test_the_kubelet_url_is_built_from_valid_parts_only() -> None:
     assert kubelet_base_url(node("::1")) == "http://[::1]:10250"
     for bad in (node("[::ffff:127.0.0.1]:2379/version#"), node("127.0.0.1", "2379/x"),
                 node("127.0.0.1", 0)):
-        with pytest.raises(errors.InternalError):
+        with pytest.raises(errors.BadRequest):
             kubelet_base_url(bad)
 
 
