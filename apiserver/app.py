@@ -123,6 +123,11 @@ def status_response(err: errors.ApiError) -> Response:
     return json_response(err.status(), err.code, headers=err.headers or None)
 
 
+def internal_error() -> errors.InternalError:
+    """What an unexpected exception answers (logged with its traceback by the catcher)."""
+    return errors.InternalError("an error on the server prevented the request from succeeding")
+
+
 def warning_header(text: str) -> bytes:
     """One `Warning: 299 - "text"` value as kube writes it: quotes and backslashes escaped,
     control characters (a newline, a NUL) as spaces, anything else as UTF-8; it cannot fail,
@@ -211,8 +216,7 @@ class ApiServer:
                 f"storage is unavailable: {e}", headers={"Retry-After": "1"}))
         except Exception:
             log.exception("%s %s failed", request.method, request.url.path)
-            return status_response(errors.InternalError(
-                "an error on the server prevented the request from succeeding"))
+            return status_response(internal_error())
 
     async def dispatch(self, request: Request, target: Target) -> Response:
         method = request.method
@@ -645,6 +649,14 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def request_error(request: Request, exc: RequestValidationError) -> Response:
         return status_response(errors.generic_server_response(400))
 
+    # Anything else any route raises (Starlette's ServerErrorMiddleware calls this, sends
+    # what it returns, then re-raises for ResourceFront, which knows it was answered).
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, exc: Exception) -> Response:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        request.scope[ANSWERED] = exc
+        return status_response(internal_error())
+
     async def handle_core(request: Request, path: str) -> Response:
         return await server.serve(request, "v1", path)
 
@@ -681,6 +693,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
 
 
 API_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
+ANSWERED = "kubelite.answered"  # scope key: the exception a 500 Status was already sent for
 
 
 def api_path(path: str) -> tuple[str, str] | None:
@@ -707,7 +720,28 @@ class ResourceFront:
         self.app = app
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] in API_VERBS:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.route(scope, receive, tracked_send)
+        except Exception as exc:
+            if scope.get(ANSWERED) is exc:
+                return  # logged, and answered with a 500 Status
+            log.error("%s %s failed", scope["method"], scope["path"], exc_info=exc)
+            if not started:  # else a stream broke off: the client sees it end
+                await status_response(internal_error())(scope, receive, send)
+
+    async def route(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["method"] in API_VERBS:
             found = api_path(scope["path"])
             if found is not None:
                 try:

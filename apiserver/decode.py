@@ -29,7 +29,8 @@ MAX_DEPTH = 100
 # a 3 MiB JSON body of small objects holds a few hundred thousand.
 MAX_NODES = 1_000_000
 MAX_YAML_ALIASES = 1_000
-# Parse bodies at least this large in a thread, so the event loop keeps serving others.
+# Parse JSON bodies at least this large (and all YAML) in a thread, so the event loop
+# keeps serving others.
 THREAD_PARSE_BYTES = 256 * 1024
 
 JSON_TYPES = ("application/json", "")
@@ -72,11 +73,20 @@ def too_large() -> errors.RequestEntityTooLarge:
 
 class _BoundedYamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader, refusing documents that alias more than MAX_YAML_ALIASES times
-    (a few hundred bytes of aliases can expand to billions of nodes)."""
+    (a few hundred bytes of aliases can expand to billions of nodes) or nest deeper than
+    MAX_DEPTH: it stops there, in the scanner too, which costs O(flow depth) per token and
+    reads up to 1,024 characters ahead (100,000 nested `[` took seconds)."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.aliases = 0
+        self.depth = 0
+
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803 - PyYAML's
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.YAMLError(f"the document is nested too deeply: more than {MAX_DEPTH} "
+                                 f"levels")
+        super().fetch_flow_collection_start(TokenClass)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -84,15 +94,90 @@ class _BoundedYamlLoader(yaml.SafeLoader):
             if self.aliases > MAX_YAML_ALIASES:
                 raise yaml.YAMLError(
                     f"document contains excessive aliasing (more than {MAX_YAML_ALIASES})")
-        return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.YAMLError(f"the document is nested too deeply: more than "
+                                     f"{MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def _load_yaml(raw: bytes) -> Any:
+    """The document, refused before it is constructed when its aliases expand too far:
+    composing is linear in the body, and so is measuring the composed graph."""
     loader = _BoundedYamlLoader(raw.decode("utf-8"))
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_yaml_expansion(node)
+        return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def allowed_alias_ratio(decodes: int) -> float:
+    """go-yaml's allowedAliasRatio (kube reads YAML with it): up to 99% of the values of a
+    document of 400,000 may come from aliases, scaling down to 10% at 4,000,000."""
+    low, high = 400_000, 4_000_000
+    if decodes <= low:
+        return 0.99
+    if decodes >= high:
+        return 0.10
+    return 0.99 - 0.89 * (decodes - low) / (high - low)
+
+
+def _yaml_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def yaml_expansion(root: yaml.Node) -> tuple[int, int, int]:
+    """(values once aliases are expanded, distinct values, depth) of a composed YAML
+    graph, in one pass over its distinct nodes (each alias is a shared node). A node
+    that contains itself (`&a [*a]`) expands without end: its depth is MAX_DEPTH + 1."""
+    expanded: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            children = _yaml_children(node)
+            expanded[key] = 1 + sum(expanded[id(c)] for c in children)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            continue
+        if key in expanded:
+            continue
+        if key in on_path:
+            return MAX_NODES + 1, len(expanded), MAX_DEPTH + 1
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _yaml_children(node)
+                     if id(child) not in expanded)
+    return expanded[id(root)], len(expanded), depth[id(root)]
+
+
+def check_yaml_expansion(root: yaml.Node, what: str = "the request body") -> None:
+    """BadRequest for a YAML graph whose aliases expand past the document limits, or that
+    is mostly aliases, as go-yaml refuses it ("excessive aliasing": more than 100 aliased
+    values, more than 1,000 in all, and more aliased than allowed_alias_ratio)."""
+    total, distinct, levels = yaml_expansion(root)
+    if levels > MAX_DEPTH:
+        raise errors.BadRequest(f"error decoding YAML: {what} is nested too deeply: more "
+                                f"than {MAX_DEPTH} levels")
+    aliased = total - distinct
+    if aliased > 100 and total > 1000 and aliased / total > allowed_alias_ratio(total):
+        raise errors.BadRequest("error decoding YAML: document contains excessive aliasing")
+    if total > MAX_NODES:
+        raise errors.BadRequest(f"{what} has too many values: more than {MAX_NODES}")
 
 
 def check_shape(document: Any, what: str = "the request body") -> None:
@@ -148,8 +233,9 @@ def _load_json(raw: bytes) -> Any:
 
 
 async def parse_body(raw: bytes, kind: str) -> Any:
-    """parse_document, in a worker thread for a large body (the loop keeps serving)."""
-    if len(raw) >= THREAD_PARSE_BYTES:
+    """parse_document, in a worker thread for a large body or any YAML (PyYAML's pure
+    Python reader costs a millisecond per few KiB: the loop keeps serving meanwhile)."""
+    if kind == "yaml" or len(raw) >= THREAD_PARSE_BYTES:
         return await asyncio.to_thread(parse_document, raw, kind)
     return parse_document(raw, kind)
 

@@ -124,6 +124,7 @@ def check_watch_options(query: Mapping[str, str], *, send_initial_events: bool,
                                   "allowWatchBookmarks to true"})
     if causes:
         raise invalid_list_options(causes)
+    query_int(query, "limit")  # unused by a watch, but decoded (an int64) as kube decodes it
     rv = query.get("resourceVersion", "")
     if rv:
         parse_revision(rv)
@@ -140,12 +141,15 @@ def _forbidden(message: str) -> dict[str, str]:
             "message": f"Forbidden: {message}"}
 
 
+MAX_RESOURCE_VERSION = 2**64 - 1  # kube parses one as a uint64 (strconv.ParseUint)
+
+
 def parse_revision(text: str) -> int:
     try:
         revision = int(text)
     except ValueError:
         revision = -1
-    if revision < 0 or not text.isdigit():
+    if not 0 <= revision <= MAX_RESOURCE_VERSION or not text.isdigit():
         raise errors.BadRequest(f'invalid resource version "{text}"') from None
     return revision
 

@@ -59,8 +59,10 @@ def kubelet_base_url(node: Mapping[str, Any]) -> str:
             break
     if host is None or not isinstance(port, int) or isinstance(port, bool) \
             or not 0 < port <= 65535:
-        raise errors.InternalError(f"node {node_name} does not report a kubelet address "
-                                   f"(status.addresses / daemonEndpoints.kubeletEndpoint)")
+        # kube answers a 500 here (no preferred addresses found); it is the Node the client
+        # wrote, like a pod without a host (a 400), that keeps the logs out of reach
+        raise errors.BadRequest(f"node {node_name} does not report a kubelet address "
+                                f"(status.addresses / daemonEndpoints.kubeletEndpoint)")
     return f"http://{host}:{port}"
 
 

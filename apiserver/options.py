@@ -21,9 +21,6 @@ from common.models import DeleteOptions as DeleteOptionsModel
 FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 INT64 = (-(2**63), 2**63 - 1)
-# strconv.ParseBool
-_TRUE = ("1", "t", "T", "TRUE", "true", "True")
-_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
 def query_int(query: Mapping[str, str], name: str) -> int | None:
@@ -46,16 +43,13 @@ def query_int(query: Mapping[str, str], name: str) -> int | None:
 
 
 def query_bool(query: Mapping[str, str], name: str) -> bool:
-    """A boolean query parameter as kube reads one (strconv.ParseBool); absent is false."""
+    """A boolean query parameter as kube's parameter codec decodes one (apimachinery's
+    Convert_Slice_string_To_bool): absent, "0" or "false" in any case is false; anything
+    else, the empty string included, is true."""
     value = query.get(name)
-    if value is None or value == "":
+    if value is None:
         return False
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise errors.BadRequest(f'invalid value for {name}: strconv.ParseBool: parsing "{value}": '
-                            f"invalid syntax")
+    return not (value == "0" or value.lower() == "false")
 
 
 def field_validation(query: QueryParams) -> str:
@@ -134,7 +128,7 @@ def _query_delete_options(query: QueryParams) -> dict[str, Any]:
         out["gracePeriodSeconds"] = grace
     if query.get("propagationPolicy"):
         out["propagationPolicy"] = query["propagationPolicy"]
-    if query.get("orphanDependents"):
+    if "orphanDependents" in query:
         out["orphanDependents"] = query_bool(query, "orphanDependents")
     if "dryRun" in query:
         out["dryRun"] = query.getlist("dryRun")

@@ -30,6 +30,8 @@ from aetcd import rpc
 
 log = logging.getLogger("apiserver.storage")
 
+MAX_REVISION = 2**63 - 1  # etcd's revisions are int64
+
 # Every etcd call answers (or fails) within this many seconds, so that a request
 # against a dead etcd becomes a 503 instead of a hang.
 CALL_TIMEOUT = 1.5
@@ -167,6 +169,20 @@ def _kv(raw: Any) -> KV:
     return KV(raw.key.decode(), decode(raw.value), raw.mod_revision, raw.create_revision)
 
 
+def is_too_large(code: grpc.StatusCode, details: str) -> bool:
+    """Whether etcd (or gRPC on either side) refused a request for its size: etcd's
+    --max-request-bytes ("etcdserver: request is too large", INVALID_ARGUMENT) or, past
+    etcd's gRPC message limit (--max-request-bytes + 512 KiB, 2 MiB by default), gRPC's
+    "received message larger than max" / "Sent message larger than max" (RESOURCE_EXHAUSTED).
+    Neither gets better by retrying: a 413, never a 503."""
+    text = details.lower()
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return "too large" in text
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return "too large" in text or "larger than max" in text
+    return False
+
+
 def _unavailable(e: BaseException) -> Unavailable:
     if isinstance(e, grpc.aio.AioRpcError):
         return Unavailable(f"etcd: {e.code().name}: {e.details()}")
@@ -203,8 +219,7 @@ class Storage:
                     raise Compacted(revision, 0) from e
                 if "future" in (e.details() or ""):
                     raise FutureRevision(revision) from e
-            if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED) \
-                    and "too large" in (e.details() or "").lower():
+            if is_too_large(e.code(), e.details() or ""):
                 raise TooLarge(e.details()) from e
             raise _unavailable(e) from e
         except TimeoutError as e:
@@ -231,6 +246,8 @@ class Storage:
 
         Raises Compacted or FutureRevision for a revision etcd no longer or not yet has.
         """
+        if revision > MAX_REVISION:  # no etcd gets there: later than any it has
+            raise FutureRevision(revision)
         end = prefix_range_end(prefix.encode())
         resp = await self._call(self._kv.Range, rpc.RangeRequest(
             key=(start or prefix).encode(), range_end=end, limit=limit, revision=revision))

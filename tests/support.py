@@ -7,6 +7,7 @@ temporary directory, and is killed (process group) when the fixture ends.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import random
@@ -178,6 +179,34 @@ class Etcd:
 
     def stop(self) -> None:
         self.process.stop()
+
+
+MARKER = "\x00kubelite-sync"  # the watch caches' marker keys (apiserver/cacher.py)
+
+
+def keys_range(prefix: str = "/registry/") -> dict[str, Any]:
+    """etcd's JSON gateway request for every key (no values) under `prefix`."""
+    end = bytearray(prefix.encode())
+    end[-1] += 1
+    return {"key": base64.b64encode(prefix.encode()).decode(),
+            "range_end": base64.b64encode(bytes(end)).decode(), "keys_only": True}
+
+
+def keys_of(answer: httpx.Response) -> dict[str, int]:
+    """The keys of a keys_range answer with their mod_revision, the watch caches' marker
+    keys left out (they are written whenever a reader waits for freshness): the same
+    before and after a request proves it wrote nothing (a create, update or delete
+    changes it)."""
+    answer.raise_for_status()
+    keys = {base64.b64decode(kv["key"]).decode(): int(kv["mod_revision"])
+            for kv in answer.json().get("kvs", [])}
+    return {key: revision for key, revision in keys.items() if MARKER not in key}
+
+
+async def etcd_keys(etcd: Etcd, prefix: str = "/registry/") -> dict[str, int]:
+    """keys_of(keys_range(prefix)), read now."""
+    async with httpx.AsyncClient(base_url=etcd.endpoint, timeout=10) as http:
+        return keys_of(await http.post("/v3/kv/range", json=keys_range(prefix)))
 
 
 class ApiServer:
