@@ -513,7 +513,7 @@ def test_apiserver_log_proxy_picks_container_and_kubelet() -> None:
                                      {"type": "InternalIP", "address": "127.0.0.1"}],
                        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}
     assert kubelet_base_url(node) == "http://127.0.0.1:10250"
-    with pytest.raises(errors.InternalError):
+    with pytest.raises(errors.BadRequest):
         kubelet_base_url({"metadata": {"name": "n1"}, "status": {}})
     assert forwarded_params({"follow": "true", "container": "a", "tailLines": ""}) == {
         "follow": "true"}
