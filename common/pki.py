@@ -87,7 +87,7 @@ def new_key() -> ec.EllipticCurvePrivateKey:
 
 def subject(cn: str, orgs: Sequence[str] = ()) -> x509.Name:
     return x509.Name([*(x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+                      *([x509.NameAttribute(NameOID.COMMON_NAME, cn)] if cn else [])])
 
 
 def now() -> datetime.datetime:
