@@ -30,6 +30,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -201,6 +202,13 @@ async def serve_both(first: uvicorn.Server, first_sock: socket.socket,
                      second: uvicorn.Server, second_sock: socket.socket) -> None:
     """Two servers of one app: the second starts once the first's lifespan has (storage
     up), and stops when the first does."""
+    stop_first = first.handle_exit
+
+    def stop_both(sig: int, frame: FrameType | None) -> None:
+        second.should_exit = True
+        stop_first(sig, frame)
+
+    first.handle_exit = stop_both  # type: ignore[method-assign]
     main = asyncio.create_task(first.serve(sockets=[first_sock]))
     while not first.started and not main.done():  # noqa: ASYNC110 - uvicorn has a flag only
         await asyncio.sleep(0.02)

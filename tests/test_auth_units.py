@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import datetime
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
-from apiserver.auth import ANONYMOUS, Attributes, UserInfo
+from apiserver.auth import ANONYMOUS, Attributes, Decision, UserInfo, request_user
 from apiserver.auth.authn import (
+    UNSECURED,
     AuthenticationFailed,
     Authenticator,
     TokenFileError,
@@ -18,7 +21,7 @@ from apiserver.auth.authn import (
     parse_token_file,
     verify_client_certificate,
 )
-from apiserver.auth.filters import forbidden
+from apiserver.auth.filters import Secured, Unsecured, forbidden
 from apiserver.auth.requestinfo import request_attributes
 from common import errors, pki
 
@@ -218,3 +221,60 @@ def test_a_bad_certificate_is_401_unless_a_token_authenticates(ca: Path) -> None
     assert authn.authenticate(scope(cert=foreign, token="t")).name == "bob"
     assert authn.authenticate(scope(cert=(ca / "admin.crt").read_text(), token="x")).name == \
         "kubernetes-admin"
+
+
+# --- the front door (ASGI, in process) ---------------------------------------------------
+
+
+class DenyPods:
+    """Denies anything on pods, with a reason; no opinion on the rest (so: forbidden)."""
+
+    def __init__(self) -> None:
+        self.seen: list[Attributes] = []
+
+    async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
+        self.seen.append(attributes)
+        if attributes.resource == "pods":
+            return Decision.DENY, "pods are off limits"
+        if attributes.path == "/healthz":
+            return Decision.ALLOW, ""
+        return Decision.NO_OPINION, ""
+
+
+async def reached(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    user = request_user(scope)
+    body = f"{user.name} {','.join(user.groups)}".encode()
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def test_every_request_is_authenticated_then_authorized() -> None:
+    authorizer = DenyPods()
+    app = Secured(reached, Authenticator(tokens={"t": UserInfo("alice", groups=("dev",))},
+                                         anonymous=False), authorizer)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as http:
+        assert (await http.get("/healthz")).status_code == 401
+        auth = {"Authorization": "Bearer t"}
+        ok = await http.get("/healthz", headers=auth)
+        assert (ok.status_code, ok.text) == (200, "alice dev,system:authenticated")
+        pods = await http.get("/api/v1/namespaces/default/pods", headers=auth)
+        assert pods.status_code == 403
+        assert pods.json() == {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": 'pods is forbidden: User "alice" cannot list resource "pods" in API '
+                       'group "" in the namespace "default": pods are off limits',
+            "reason": "Forbidden", "details": {"kind": "pods"}, "code": 403}
+        version = await http.get("/version", headers=auth)  # no opinion: forbidden
+        assert version.status_code == 403
+        assert version.json()["message"] == \
+            'forbidden: User "alice" cannot get path "/version"'
+    assert [a.verb for a in authorizer.seen] == ["get", "list", "get"]
+
+
+async def test_the_insecure_port_is_one_superuser() -> None:
+    app = Unsecured(reached, UNSECURED)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://x") as http:
+        response = await http.get("/api/v1/pods", headers={"Authorization": "Bearer bogus"})
+    assert response.text == "system:unsecured system:masters,system:authenticated"

@@ -72,22 +72,30 @@ class Secured:
         self.authorizer = authorizer
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
+        if scope["type"] not in ("http", "websocket"):  # the lifespan
             await self.app(scope, receive, send)
             return
         try:
             user = self.authenticator.authenticate(scope)
         except errors.Unauthorized as e:
-            await send_status(send, e)
+            await self.refuse(scope, send, e)
             return
         scope[USER_SCOPE_KEY] = user
-        attributes = request_attributes(user, scope["method"], scope["path"],
+        attributes = request_attributes(user, scope.get("method", "GET"), scope["path"],
                                         query_of(scope.get("query_string", b"")))
         decision, reason = await self.authorizer.authorize(attributes)
         if decision is not Decision.ALLOW:
-            await send_status(send, forbidden(attributes, reason))
+            await self.refuse(scope, send, forbidden(attributes, reason))
             return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def refuse(scope: Any, send: Any, err: errors.ApiError) -> None:
+        if scope["type"] == "websocket":
+            # closed before it is accepted: the server answers the handshake with a 403
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            await send_status(send, err)
 
 
 class Unsecured:
