@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -123,11 +124,17 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def authenticator(args: argparse.Namespace) -> Authenticator:
-    cas = load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file else ()
-    tokens = None
-    if args.token_auth_file:
-        tokens = parse_token_file(Path(args.token_auth_file).read_text(),
-                                  source=args.token_auth_file)
+    """The authenticator of the flags; a clear one-line exit when a file is unusable."""
+    try:
+        cas = (load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file
+               else ())
+        tokens = None
+        if args.token_auth_file:
+            tokens = parse_token_file(Path(args.token_auth_file).read_text(),
+                                      source=args.token_auth_file)
+    except (OSError, ValueError) as e:
+        log.error("apiserver cannot load its credentials: %s", e)
+        sys.exit(1)
     return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth)
 
 
@@ -247,8 +254,12 @@ def serve(args: argparse.Namespace) -> None:
                     if plain is not None else None)
     secure_config = None
     if secure is not None:
-        context = server_context(args.tls_cert_file, args.tls_private_key_file,
-                                 args.client_ca_file)
+        try:
+            context = server_context(args.tls_cert_file, args.tls_private_key_file,
+                                     args.client_ca_file)
+        except (OSError, ssl.SSLError) as e:
+            log.error("apiserver cannot load its serving certificate: %s", e)
+            sys.exit(1)
         secure_config = server_config(
             Secured(front, authenticator(args), front.authorizer), args,
             http=TLSHttpToolsProtocol, ssl_context_factory=lambda _config, _default: context,
