@@ -221,7 +221,11 @@ def test_the_official_python_client(secure: SecureApiServer, pki_dir: Path,
     finally:
         api_client.close()
     config.load_kube_config(str(path))  # the module-level way works as well
-    assert client.CoreV1Api().list_namespace().items
+    try:
+        assert client.CoreV1Api().list_namespaced_pod("default").kind == "PodList"
+        assert client.CoreV1Api().list_namespace().items
+    finally:
+        client.Configuration.set_default(None)  # other tests' clients start from scratch
 
 
 # --- components over TLS ----------------------------------------------------------------
