@@ -1,5 +1,11 @@
 """`python -m apiserver --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 --port 8080`.
 
+With `--secure-port 6443 --tls-cert-file ... --tls-private-key-file ... --client-ca-file
+... [--token-auth-file ...] [--authorization-mode ...]` it also serves HTTPS, where every
+request is authenticated and authorized (apiserver.auth). The plain `--port` is kube's old
+insecure port: unauthenticated, every request as system:unsecured (system:masters); it
+says so at startup. `--port 0` turns it off.
+
 With `--workers N` (N > 1) this process only supervises: it starts N worker processes of
 the same command, each listening on the same port with SO_REUSEPORT (the kernel spreads
 new connections over them) and each with its own watch cache. Every worker reads and
@@ -12,18 +18,29 @@ exits with its status, so that whatever restarts the apiserver restarts all of i
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
 import logging
 import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import uvicorn
 
 from apiserver.app import create_app
+from apiserver.auth.authn import UNSECURED, Authenticator, load_ca_bundle, parse_token_file
+from apiserver.auth.filters import Secured, Unsecured
+from apiserver.auth.modes import MODES
+from apiserver.tls import TLSHttpToolsProtocol, server_context
 
 log = logging.getLogger("apiserver")
 
@@ -51,7 +68,23 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated etcd endpoints")
     p.add_argument("--etcd-prefix", default="/registry", help="key prefix in etcd")
     p.add_argument("--bind-address", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=int, default=8080,
+                   help="the plain-HTTP port, unauthenticated, for development (0: off)")
+    p.add_argument("--secure-port", type=int, default=0,
+                   help="the HTTPS port, authenticated and authorized (0: off)")
+    p.add_argument("--tls-cert-file", help="the serving certificate (PEM)")
+    p.add_argument("--tls-private-key-file", help="its key (PEM)")
+    p.add_argument("--client-ca-file",
+                   help="CA bundle: client certificates it signed authenticate (CN user, O "
+                        "groups)")
+    p.add_argument("--token-auth-file",
+                   help='bearer tokens, CSV lines: token,user,uid,"group1,group2"')
+    p.add_argument("--anonymous-auth", type=boolean, nargs="?", const=True, default=True,
+                   metavar="BOOL",
+                   help="requests with no credentials are system:anonymous (default true)")
+    p.add_argument("--authorization-mode", type=comma_list, default=("AlwaysAllow",),
+                   help=f"comma-separated, in order, of {', '.join(MODES)} "
+                        f"(default AlwaysAllow)")
     p.add_argument("--event-ttl", type=parse_duration, default=3600,
                    help="how long events are kept (e.g. 1h)")
     p.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
@@ -63,6 +96,46 @@ def parser() -> argparse.ArgumentParser:
     # set by the supervisor for the workers it starts
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     return p
+
+
+def boolean(text: str) -> bool:
+    """`--anonymous-auth=false`, as Go's flag package reads booleans."""
+    value = text.strip().lower()
+    if value in ("1", "t", "true"):
+        return True
+    if value in ("0", "f", "false"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (true or false)")
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    unknown = [m for m in args.authorization_mode if m not in MODES]
+    if unknown or not args.authorization_mode:
+        p.error(f"--authorization-mode: unknown mode(s) {', '.join(unknown) or '(none)'}; "
+                f"use {', '.join(MODES)}")
+    if args.secure_port and not (args.tls_cert_file and args.tls_private_key_file):
+        p.error("--secure-port needs --tls-cert-file and --tls-private-key-file")
+    if not args.port and not args.secure_port:
+        p.error("nothing to serve: --port and --secure-port are both 0")
+
+
+def authenticator(args: argparse.Namespace) -> Authenticator:
+    """The authenticator of the flags; a clear one-line exit when a file is unusable."""
+    try:
+        cas = (load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file
+               else ())
+        tokens = None
+        if args.token_auth_file:
+            tokens = parse_token_file(Path(args.token_auth_file).read_text(),
+                                      source=args.token_auth_file)
+    except (OSError, ValueError) as e:
+        log.error("apiserver cannot load its credentials: %s", e)
+        sys.exit(1)
+    return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth)
 
 
 def listen_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -116,31 +189,105 @@ def supervise(argv: list[str], workers: int) -> int:
     return status
 
 
+class SecondaryServer(uvicorn.Server):
+    """A server beside the first in one loop: the first owns the signals and the lifespan."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def server_config(app: Any, args: argparse.Namespace, **extra: Any) -> uvicorn.Config:
+    return uvicorn.Config(app, log_level=args.log_level.lower(), access_log=False,
+                          timeout_graceful_shutdown=3, log_config=None,
+                          # clients keep connections (informers, kubectl); closing idle
+                          # ones after uvicorn's 5 s default races with their reuse
+                          timeout_keep_alive=120, **extra)
+
+
+async def serve_both(first: uvicorn.Server, first_sock: socket.socket,
+                     second: uvicorn.Server, second_sock: socket.socket) -> None:
+    """Two servers of one app: the second starts once the first's lifespan has (storage
+    up), and stops when the first does."""
+    stop_first = first.handle_exit
+
+    def stop_both(sig: int, frame: FrameType | None) -> None:
+        second.should_exit = True
+        stop_first(sig, frame)
+
+    first.handle_exit = stop_both  # type: ignore[method-assign]
+    main = asyncio.create_task(first.serve(sockets=[first_sock]))
+    while not first.started and not main.done():  # noqa: ASYNC110 - uvicorn has a flag only
+        await asyncio.sleep(0.02)
+    if main.done():
+        await main
+        return
+    other = asyncio.create_task(second.serve(sockets=[second_sock]))
+    await main
+    second.should_exit = True
+    await other
+
+
+def open_socket(args: argparse.Namespace, port: int) -> socket.socket:
+    try:
+        return listen_socket(args.bind_address, port, reuse_port=args.worker_index is not None)
+    except OSError as e:
+        log.error("apiserver cannot listen on %s:%d: %s", args.bind_address, port, e)
+        sys.exit(1)
+
+
 def serve(args: argparse.Namespace) -> None:
     worker = args.worker_index
-    app = create_app([s for s in args.etcd_servers.split(",") if s],
-                     etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
-                     compaction_interval=args.etcd_compaction_interval,
-                     controllers=worker in (None, 0))
-    try:
-        sock = listen_socket(args.bind_address, args.port, reuse_port=worker is not None)
-    except OSError as e:
-        log.error("apiserver cannot listen on %s:%d: %s", args.bind_address, args.port, e)
-        sys.exit(1)
+    front = create_app([s for s in args.etcd_servers.split(",") if s],
+                       etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
+                       compaction_interval=args.etcd_compaction_interval,
+                       controllers=worker in (None, 0),
+                       authorization_modes=args.authorization_mode)
+    plain = open_socket(args, args.port) if args.port else None
+    secure = open_socket(args, args.secure_port) if args.secure_port else None
+    if plain is not None and worker in (None, 0):
+        log.warning("serving plain HTTP on %s:%d WITHOUT authentication or authorization "
+                    "(every request is %s in %s, as kube's old insecure port): for "
+                    "development only", args.bind_address, args.port, UNSECURED.name,
+                    UNSECURED.groups[0])
+    plain_config = (server_config(Unsecured(front, UNSECURED), args)
+                    if plain is not None else None)
+    secure_config = None
+    if secure is not None:
+        try:
+            context = server_context(args.tls_cert_file, args.tls_private_key_file,
+                                     args.client_ca_file)
+        except (OSError, ssl.SSLError) as e:
+            log.error("apiserver cannot load its serving certificate: %s", e)
+            sys.exit(1)
+        secure_config = server_config(
+            Secured(front, authenticator(args), front.authorizer), args,
+            http=TLSHttpToolsProtocol, ssl_context_factory=lambda _config, _default: context,
+            # the lifespan (etcd, caches, controllers) runs once, with the first server
+            lifespan="on" if plain is None else "off")
+        if worker in (None, 0):
+            log.info("serving HTTPS on %s:%d (authorization: %s)", args.bind_address,
+                     args.secure_port, ",".join(args.authorization_mode))
     # What is loaded by now (FastAPI, pydantic, gRPC: a few hundred thousand objects) lives
     # as long as the process: keep it out of the collector's full passes, each of which
     # otherwise stalls every request for 50+ ms (create p99 75 -> 30 ms under load).
     gc.freeze()
-    config = uvicorn.Config(app, log_level=args.log_level.lower(), access_log=False,
-                            timeout_graceful_shutdown=3, log_config=None,
-                            # clients keep connections (informers, kubectl); closing idle
-                            # ones after uvicorn's 5 s default races with their reuse
-                            timeout_keep_alive=120)
+    if plain_config is not None and secure_config is not None:
+        assert plain is not None and secure is not None
+        first = uvicorn.Server(plain_config)
+        with asyncio.Runner(loop_factory=plain_config.get_loop_factory()) as runner:
+            runner.run(serve_both(first, plain, SecondaryServer(secure_config), secure))
+        return
+    config, sock = ((plain_config, plain) if plain_config is not None
+                    else (secure_config, secure))
+    assert config is not None and sock is not None
     uvicorn.Server(config).run(sockets=[sock])
 
 
 def main() -> None:
-    args = parser().parse_args()
+    p = parser()
+    args = p.parse_args()
+    check_args(p, args)
     worker = "" if args.worker_index is None else f"[{args.worker_index}]"
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s %(name)s{worker} %(levelname)s %(message)s")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +34,8 @@ from apiserver import (
     schema,
     tables,
 )
+from apiserver.auth import Authorizer
+from apiserver.auth.modes import build_authorizer
 from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
 from apiserver.compactor import Compactor
 from apiserver.decode import (
@@ -607,13 +609,17 @@ def render_metrics(registry: Registry) -> str:
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                event_ttl: int = 3600,
                compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
-               controllers: bool = True) -> ResourceFront:
+               controllers: bool = True,
+               authorization_modes: Sequence[str] = ("AlwaysAllow",)) -> ResourceFront:
     """The apiserver's ASGI app. `controllers`: whether this process also runs the
     in-process controllers (namespace lifecycle); with --workers only worker 0 does. Every
-    process compacts: like kube's apiservers, they agree on etcd who does it each interval."""
+    process compacts: like kube's apiservers, they agree on etcd who does it each interval.
+    `authorization_modes`: --authorization-mode, the authorizers of the secure port
+    (`front.authorizer`)."""
     storage = Storage(etcd_servers)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
+    authorizer = build_authorizer(authorization_modes, registry)
     server = ApiServer(registry)
     namespaces = NamespaceController(registry)
 
@@ -689,7 +695,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     async def metrics() -> Response:
         return PlainTextResponse(render_metrics(registry), media_type="text/plain; version=0.0.4")
 
-    return ResourceFront(server, app)
+    return ResourceFront(server, app, authorizer)
 
 
 API_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
@@ -715,9 +721,10 @@ class ResourceFront:
     routing, dependency and middleware work per request cost more than the rest of a
     create); everything else (discovery, OpenAPI, health, lifespan) goes to FastAPI."""
 
-    def __init__(self, server: ApiServer, app: FastAPI) -> None:
+    def __init__(self, server: ApiServer, app: FastAPI, authorizer: Authorizer) -> None:
         self.server = server
         self.app = app
+        self.authorizer = authorizer
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -11,6 +11,13 @@ Each child logs to <state-dir>/logs/<component>.log; the console shows the lines
 seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
 at the apiserver (context `kubelite`).
 
+With `--secure` (opt-in for now) it first creates the cluster PKI under <state-dir>/pki
+(common.pki, kubeadm's layout; kept across runs), serves the apiserver only on HTTPS
+(--secure-port, client certificates verified against the cluster CA, --authorization-mode),
+gives the scheduler and each kubelet its own kubeconfig (system:kube-scheduler,
+system:node:NAME), and writes <state-dir>/kubeconfig with the CA and the admin certificate
+(kubernetes-admin in system:masters), so kubectl works unchanged.
+
 `down` stops a running `up` (its pid file is <state-dir>/up.pid) and force-removes every
 container the cluster's kubelets made, found by the kubelite labels of its nodes.
 
@@ -30,6 +37,7 @@ import platform
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -49,6 +57,9 @@ from pod_containers import (  # noqa: E402
     remove_pod_containers,
 )
 from up_console import ConsoleFilter, format_own_line  # noqa: E402
+
+from common import pki  # noqa: E402
+from common.kubeconfig import ssl_context  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -84,10 +95,19 @@ class Options:
     pause_image: str = DEFAULT_PAUSE_IMAGE
     docker_socket: str = DEFAULT_DOCKER_SOCKET
     startup_timeout: float = 90.0
+    secure: bool = False  # HTTPS, certificates and authorization (--secure)
+    secure_port: int = 6443
+    authorization_mode: str = "AlwaysAllow"
 
     @property
     def apiserver_url(self) -> str:
+        if self.secure:
+            return f"https://{LOCALHOST}:{self.secure_port}"
         return f"http://{LOCALHOST}:{self.port}"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.state_dir / "pki"
 
     @property
     def etcd_url(self) -> str:
@@ -147,15 +167,12 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         ), health_url=f"{options.etcd_url}/health",
             ports=(("etcd client", options.etcd_port), ("etcd peer", options.etcd_peer_port)),
             env=etcd_environment()),
-        Component("apiserver", "apiserver", (
-            PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
-            "--bind-address", LOCALHOST, "--port", str(options.port),
-        ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),)),
+        apiserver_component(options),
         scheduler_component(options),
     ]
     for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
         components.append(Component(f"kubelet-{node}", "kubelet", (
-            PYTHON, "-m", "kubelet", "--apiserver", options.apiserver_url,
+            PYTHON, "-m", "kubelet", *connect_args(options, f"kubelet-{node}.conf"),
             "--node-name", node, "--node-ip", LOCALHOST,
             "--address", LOCALHOST, "--port", str(port),
             "--docker-socket", options.docker_socket,
@@ -163,6 +180,52 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         ), health_url=f"http://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
+
+
+def apiserver_component(options: Options) -> Component:
+    """The apiserver: plain HTTP by default; with --secure, HTTPS only."""
+    if not options.secure:
+        return Component("apiserver", "apiserver", (
+            PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
+            "--bind-address", LOCALHOST, "--port", str(options.port),
+        ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),))
+    certs = options.pki_dir
+    return Component("apiserver", "apiserver", (
+        PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
+        "--bind-address", LOCALHOST, "--port", "0", "--secure-port", str(options.secure_port),
+        "--tls-cert-file", str(certs / "apiserver.crt"),
+        "--tls-private-key-file", str(certs / "apiserver.key"),
+        "--client-ca-file", str(certs / "ca.crt"),
+        "--authorization-mode", options.authorization_mode,
+    ), health_url=f"{options.apiserver_url}/readyz",
+        ports=(("apiserver", options.secure_port),))
+
+
+def connect_args(options: Options, kubeconfig: str) -> tuple[str, ...]:
+    """How a component finds the apiserver: its own kubeconfig when secure."""
+    if options.secure:
+        return ("--kubeconfig", str(options.pki_dir / kubeconfig))
+    return ("--apiserver", options.apiserver_url)
+
+
+def health_verify(options: Options) -> ssl.SSLContext | bool:
+    """What the launcher's own health checks present: the admin certificate when secure."""
+    if not options.secure:
+        return True
+    certs = options.pki_dir
+    return ssl_context(ca=(certs / "ca.crt").read_bytes(),
+                       cert=(certs / "admin.crt").read_bytes(),
+                       key=(certs / "admin.key").read_bytes())
+
+
+def write_secure_files(options: Options) -> None:
+    """The PKI (what is missing of it), each component's kubeconfig, and the user's."""
+    pki.init(options.pki_dir, options.nodes)
+    pki.write_kubeconfigs(options.pki_dir, options.pki_dir, options.nodes,
+                          server=options.apiserver_url)
+    config = pki.kubeconfig_for(options.pki_dir, "admin", server=options.apiserver_url,
+                                user="kubernetes-admin", namespace="default")
+    pki.write_kubeconfig(options.kubeconfig, config)
 
 
 def scheduler_component(options: Options) -> Component:
@@ -173,7 +236,7 @@ def scheduler_component(options: Options) -> Component:
     """
     port = options.scheduler_port
     return Component("scheduler", "scheduler", (
-        PYTHON, "-m", "scheduler", "--apiserver", options.apiserver_url, "--leader-elect=false",
+        PYTHON, "-m", "scheduler", *connect_args(options, "scheduler.conf"), "--leader-elect=false",
         "--bind-address", LOCALHOST, "--port", str(port),
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=(("scheduler", port),) if port else ())
@@ -205,6 +268,11 @@ def next_steps(options: Options) -> str:
     examples = shown_path(REPO / "examples")
     first, *rest = options.nodes
     second = rest[0] if rest else first
+    certs = shown_path(options.pki_dir)
+    curl = (f"  curl -s --cacert {certs}/ca.crt --cert {certs}/admin.crt --key "
+            f"{certs}/admin.key {options.apiserver_url}/api/v1/namespaces/default/pods"
+            if options.secure else
+            f"  curl -s {options.apiserver_url}/api/v1/namespaces/default/pods")
     return "\n".join([
         f"kubelite is up: apiserver {options.apiserver_url}, "
         f"nodes {', '.join(options.nodes)}. In another terminal:",
@@ -215,7 +283,7 @@ def next_steps(options: Options) -> str:
         f"  {kubectl} label nodes {first} shuai=a && {kubectl} label nodes {second} shuai=b",
         f"  {kubectl} apply -f {examples}/nodeSelector.yaml  # nodeSelector shuai=b",
         f"  {kubectl} get pods -o wide && {kubectl} describe pod pod-selector",
-        f"  curl -s {options.apiserver_url}/api/v1/namespaces/default/pods",
+        curl,
         "",
         f"Logs: {shown_path(options.logs_dir)}/<component>.log. "
         "Stop: Ctrl-C here, or `make down` (which also removes the pods' containers).",
@@ -270,6 +338,12 @@ def running_launcher(options: Options) -> int | None:
     return pid if alive else None
 
 
+def port_flag(options: Options, what: str) -> str:
+    if what == "apiserver" and options.secure:
+        return "--secure-port N"
+    return PORT_FLAGS[what]
+
+
 def preflight(options: Options) -> str:
     """Everything we can check before starting a process; returns the etcd binary."""
     if len(options.nodes) != len(options.kubelet_ports):
@@ -293,7 +367,7 @@ def preflight(options: Options) -> str:
                     f"port {port} ({what}) on {LOCALHOST} is already in use: stop what holds "
                     f"it (`ss -ltnp 'sport = :{port}'`; another kubelite? `make down` or "
                     f"`docker compose down`) or choose another: make up UP_ARGS='"
-                    f"{PORT_FLAGS[component.kind if component.kind != 'etcd' else what]}'")
+                    f"{port_flag(options, component.kind if component.kind != 'etcd' else what)}'")
     return etcd
 
 
@@ -412,11 +486,13 @@ class Cluster:
             self.say(f"starting {component.name}")
             self.start(component)
             if component.health_url:
+                verify = health_verify(self.options) if component.kind == "apiserver" else True
                 self.wait_until(f"{component.name} ({component.health_url})",
-                                functools.partial(http_ok, component.health_url))
+                                functools.partial(http_ok, component.health_url, verify))
         nodes = self.options.nodes
+        verify = health_verify(self.options)
         self.wait_until("the nodes", lambda: all(
-            node_ready(self.options.apiserver_url, node) for node in nodes))
+            node_ready(self.options.apiserver_url, node, verify) for node in nodes))
         self.pump_logs()
         self.say(f"nodes {', '.join(nodes)} are Ready")
 
@@ -464,16 +540,16 @@ def signal_group(pid: int, signum: int) -> None:
         pass
 
 
-def http_ok(url: str) -> bool:
+def http_ok(url: str, verify: ssl.SSLContext | bool = True) -> bool:
     try:
-        return httpx.get(url, timeout=2).status_code == 200
+        return httpx.get(url, timeout=2, verify=verify).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def node_ready(apiserver: str, node: str) -> bool:
+def node_ready(apiserver: str, node: str, verify: ssl.SSLContext | bool = True) -> bool:
     try:
-        response = httpx.get(f"{apiserver}/api/v1/nodes/{node}", timeout=2)
+        response = httpx.get(f"{apiserver}/api/v1/nodes/{node}", timeout=2, verify=verify)
     except httpx.HTTPError:
         return False
     if response.status_code != 200:
@@ -494,7 +570,10 @@ def print_to_console(line: str) -> None:
 def up(options: Options) -> int:
     etcd = preflight(options)
     options.logs_dir.mkdir(parents=True, exist_ok=True)  # and the state directory
-    options.kubeconfig.write_text(kubeconfig_text(options.apiserver_url))
+    if options.secure:
+        write_secure_files(options)
+    else:
+        options.kubeconfig.write_text(kubeconfig_text(options.apiserver_url))
     options.cluster_file.write_text(json.dumps({
         "nodes": list(options.nodes), "docker_socket": options.docker_socket,
         "apiserver": options.apiserver_url}) + "\n")
@@ -606,13 +685,22 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("--docker-socket", default=DEFAULT_DOCKER_SOCKET)
     parser.add_argument("--startup-timeout", type=float, default=90.0,
                         help="seconds each component may take to become ready")
+    parser.add_argument("--secure", action="store_true",
+                        help="HTTPS with the cluster PKI in <state-dir>/pki, each component "
+                             "with its own certificate (preview; off by default)")
+    parser.add_argument("--secure-port", type=int, default=6443,
+                        help="the apiserver's HTTPS port with --secure (default: %(default)s)")
+    parser.add_argument("--authorization-mode", default="AlwaysAllow",
+                        help="the apiserver's --authorization-mode with --secure "
+                             "(default: %(default)s)")
     args = parser.parse_args(argv)
     return args.command, Options(
         state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
         etcd_peer_port=args.etcd_peer_port, scheduler_port=args.scheduler_port,
         nodes=args.nodes, kubelet_ports=args.kubelet_ports,
         pause_image=args.pause_image, docker_socket=args.docker_socket,
-        startup_timeout=args.startup_timeout)
+        startup_timeout=args.startup_timeout, secure=args.secure,
+        secure_port=args.secure_port, authorization_mode=args.authorization_mode)
 
 
 def main(argv: list[str] | None = None) -> int:

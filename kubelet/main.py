@@ -1,9 +1,11 @@
 """The kubelet process: node registration and lease, pod informer, pod workers, PLEG relist,
 HTTP server.
 
-    python -m kubelet --apiserver http://127.0.0.1:8080 --node-name node1 \
+    python -m kubelet --kubeconfig kubelet.conf --node-name node1 \
         [--node-labels k=v,k2=v2] [--node-ip IP] [--docker-socket /var/run/docker.sock] \
         [--port 10250] [--address 127.0.0.1] [--pod-infra-container-image IMAGE]
+
+(`--apiserver http://127.0.0.1:8080` instead of `--kubeconfig`: a plain-HTTP port.)
 
 SIGTERM/SIGINT stop the kubelet and leave its pods running, as the real kubelet does;
 the next kubelet on the node adopts them.
@@ -23,6 +25,7 @@ import uvicorn
 from common.client import ApiClient
 from common.events import EventRecorder
 from common.informer import Informer
+from common.kubeconfig import connection
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.node import (
     NODE_LEASE_DURATION_SECONDS,
@@ -51,7 +54,10 @@ def positive_int(text: str) -> int:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kubelet", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--apiserver", required=True, help="the apiserver's URL")
+    parser.add_argument("--apiserver", help="the apiserver's URL (overrides the kubeconfig's)")
+    parser.add_argument("--kubeconfig",
+                        help="a kubeconfig: the apiserver, its CA, the node's credentials "
+                             "(system:node:NAME)")
     parser.add_argument("--node-name", required=True)
     parser.add_argument("--node-labels", default="", help="k=v,k2=v2 added to the Node")
     parser.add_argument("--node-ip", default="127.0.0.1",
@@ -69,7 +75,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "quarter of it (the KubeletConfiguration field of that name)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.apiserver and not args.kubeconfig:
+        parser.error("give --kubeconfig (or --apiserver for a plain-HTTP port)")
+    return args
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -77,7 +86,8 @@ async def run(args: argparse.Namespace) -> None:
     docker = DockerClient(args.docker_socket)
     runtime = DockerRuntime(docker, node_name=node_name,
                             sandbox_image=args.pod_infra_container_image)
-    api = ApiClient(args.apiserver, user_agent=f"kubelet/{node_name}")
+    api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
+                    user_agent=f"kubelet/{node_name}")
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,

@@ -1,4 +1,4 @@
-"""`python -m scheduler --apiserver http://127.0.0.1:8080`"""
+"""`python -m scheduler --apiserver http://127.0.0.1:8080` or `--kubeconfig scheduler.conf`"""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from common.leaderelection import LeaderElectionConfig, timing_errors
 from scheduler.main import DEFAULT_SCHEDULER_NAME, Options, serve
 from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
+DEFAULT_APISERVER = "http://127.0.0.1:8080"
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -36,8 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m scheduler",
                                      description="kubelite's scheduler: binds unbound pods "
                                                  "to nodes, and says why when it cannot.")
-    parser.add_argument("--apiserver", default="http://127.0.0.1:8080",
-                        help="apiserver URL (default: %(default)s)")
+    parser.add_argument("--apiserver", default=None,
+                        help=f"apiserver URL (default: the kubeconfig's server, else "
+                             f"{DEFAULT_APISERVER})")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="a kubeconfig: the apiserver, its CA, the scheduler's "
+                             "credentials (kube-scheduler's flag)")
     parser.add_argument("--scheduler-name", default=DEFAULT_SCHEDULER_NAME,
                         help="schedule pods whose spec.schedulerName is this "
                              "(default: %(default)s)")
@@ -87,7 +92,9 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    options = Options(apiserver=args.apiserver, scheduler_name=args.scheduler_name,
+    apiserver = args.apiserver or ("" if args.kubeconfig else DEFAULT_APISERVER)
+    options = Options(apiserver=apiserver, kubeconfig=args.kubeconfig,
+                      scheduler_name=args.scheduler_name,
                       parallelism=args.parallelism,
                       percentage_of_nodes_to_score=args.percentage_of_nodes_to_score,
                       bind_address=args.bind_address, port=args.port,

@@ -34,6 +34,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
 from common.informer import Informer
+from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timestamps import rfc3339
 from scheduler import metrics
@@ -64,7 +65,8 @@ DEFAULT_SCHEDULER_NAME = "default-scheduler"
 
 @dataclass(frozen=True)
 class Options:
-    apiserver: str
+    apiserver: str  # a plain-HTTP URL; or, with `kubeconfig`, overriding its server
+    kubeconfig: str | None = None
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     # Binds (and failure reports) in flight at once; the loop waits when all are busy.
     # More is slower here: httpx's pool costs grow with concurrent requests.
@@ -355,13 +357,14 @@ async def serve(options: Options) -> None:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with ApiClient(options.apiserver,
+    conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
+    async with ApiClient(conn,
                          user_agent=f"kube-scheduler/{options.scheduler_name}") as client:
         scheduler = Scheduler(client, options=options)
         elector = (LeaderElector(client, options.leader_election) if options.leader_elect
                    else None)
         log.info("starting %s against %s with filters %s and scores %s; %s",
-                 options.scheduler_name, options.apiserver,
+                 options.scheduler_name, conn.server,
                  json.dumps([p.name for p in scheduler.filters]),
                  json.dumps([p.name for p in scheduler.scorers]),
                  f"leader election on lease {options.leader_election.lease_key} as "

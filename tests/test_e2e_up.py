@@ -119,6 +119,32 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
     assert scheduler.ports == (("scheduler", 10259),)
 
 
+def test_secure_runs_https_only_and_each_component_with_its_kubeconfig(tmp_path: Path) -> None:
+    up = load_hack_module("up")
+    _, options = up.parse_args(["--secure", "--secure-port", "16443", "--state-dir",
+                                str(tmp_path), "--nodes", "a", "--kubelet-ports", "1",
+                                "--authorization-mode", "AlwaysAllow"])
+    etcd, apiserver, scheduler, kubelet = up.plan(options)
+    args = apiserver.args
+    assert args[args.index("--port") + 1] == "0"  # no plain-HTTP port
+    assert args[args.index("--secure-port") + 1] == "16443"
+    assert args[args.index("--client-ca-file") + 1] == str(tmp_path / "pki" / "ca.crt")
+    assert apiserver.health_url == "https://127.0.0.1:16443/readyz"
+    assert scheduler.args[scheduler.args.index("--kubeconfig") + 1] == str(
+        tmp_path / "pki" / "scheduler.conf")
+    assert kubelet.args[kubelet.args.index("--kubeconfig") + 1] == str(
+        tmp_path / "pki" / "kubelet-a.conf")
+    assert "--apiserver" not in scheduler.args + kubelet.args
+    up.write_secure_files(options)
+    config = (tmp_path / "kubeconfig").read_text()
+    assert "https://127.0.0.1:16443" in config and "client-certificate-data" in config
+    assert (tmp_path / "pki" / "kubelet-a.conf").exists()
+    assert "--cacert" in up.next_steps(options)
+    default = up.plan(up.Options(state_dir=tmp_path, nodes=("a",), kubelet_ports=(1,)))
+    assert "--secure-port" not in default[1].args  # the default path is as it was
+    assert "--apiserver" in default[2].args
+
+
 def test_scheduler_port_zero_means_no_endpoint_to_wait_for() -> None:
     up = load_hack_module("up")
     command, options = up.parse_args(["--scheduler-port", "0"])
