@@ -59,6 +59,8 @@ def parser() -> argparse.ArgumentParser:
                         "of it (e.g. 5m; 0 disables)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="serving processes on the one port (default 1)")
+    p.add_argument("--authorization-mode", default="AlwaysAllow",
+                   help="comma-separated authorizers, in order: AlwaysAllow, Node, RBAC")
     p.add_argument("--log-level", default="info")
     # set by the supervisor for the workers it starts
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
@@ -121,7 +123,8 @@ def serve(args: argparse.Namespace) -> None:
     app = create_app([s for s in args.etcd_servers.split(",") if s],
                      etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
                      compaction_interval=args.etcd_compaction_interval,
-                     controllers=worker in (None, 0))
+                     controllers=worker in (None, 0),
+                     authorization_modes=args.authorization_mode.split(","))
     try:
         sock = listen_socket(args.bind_address, args.port, reuse_port=worker is not None)
     except OSError as e:

@@ -1,0 +1,96 @@
+"""`--authorization-mode=Node`: kube's NodeAuthorizer (plugin/pkg/auth/authorizer/node).
+
+A kubelet (user `system:node:NAME` in group `system:nodes`) is allowed the static NodeRules
+(bootstrappolicy.NodeRules: read nodes and pods, write its Node and pods' status, events,
+...), its own Lease in kube-node-lease, and secrets/configmaps/... only through a pod bound
+to it. kubelite serves none of those referenced kinds yet, so a request for one is left to
+the next authorizer (as kube does without a graph edge). What a node may change in the
+objects it may write is NodeRestriction admission's (apiserver/auth/admission.py).
+"""
+
+from __future__ import annotations
+
+from apiserver.auth import Attributes, Decision, UserInfo
+from apiserver.auth.rbac import rules_allow
+
+NODE_USER_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+READ = ["get", "list", "watch"]
+# resources kube authorizes through the graph of what a node's pods reference
+GRAPH_RESOURCES = frozenset({
+    ("", "secrets"), ("", "configmaps"), ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"), ("storage.k8s.io", "volumeattachments"),
+    ("", "serviceaccounts"), ("resource.k8s.io", "resourceclaims"),
+})
+
+
+def rule(verbs: list[str], groups: list[str], resources: list[str]) -> dict[str, list[str]]:
+    return {"verbs": verbs, "apiGroups": groups, "resources": resources}
+
+
+# bootstrappolicy.NodeRules (the ones for kinds outside the graph)
+NODE_RULES = [
+    rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+    rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews",
+                                                "localsubjectaccessreviews"]),
+    rule(READ, [""], ["services"]),
+    rule(["create", "get", "list", "watch"], [""], ["nodes"]),
+    rule(["update", "patch"], [""], ["nodes/status"]),
+    rule(["update", "patch"], [""], ["nodes"]),
+    rule(["create", "update", "patch"], [""], ["events"]),
+    rule(READ, [""], ["pods"]),
+    rule(["create", "delete"], [""], ["pods"]),
+    rule(["update", "patch"], [""], ["pods/status"]),
+    rule(["create"], [""], ["pods/eviction"]),
+    rule(["get"], [""], ["endpoints"]),
+    rule(["create", "get", "list", "watch"], ["certificates.k8s.io"],
+         ["certificatesigningrequests"]),
+    rule(["get", "create", "update", "patch", "delete"], ["coordination.k8s.io"], ["leases"]),
+    rule(["get", "create", "update", "patch", "delete"], ["storage.k8s.io"], ["csinodes"]),
+    rule(READ, ["storage.k8s.io"], ["csidrivers"]),
+    rule(READ, ["node.k8s.io"], ["runtimeclasses"]),
+]
+
+
+def node_identity(user: UserInfo) -> tuple[str, bool]:
+    """NodeIdentity: (node name, whether the user is a node)."""
+    if not user.name.startswith(NODE_USER_PREFIX) or NODES_GROUP not in user.groups:
+        return "", False
+    return user.name[len(NODE_USER_PREFIX):], True
+
+
+def authorize_lease(node: str, attributes: Attributes) -> tuple[Decision, str]:
+    if attributes.verb not in ("get", "create", "update", "patch", "delete"):
+        return Decision.NO_OPINION, "can only get, create, update, patch, or delete a node lease"
+    if attributes.namespace != NODE_LEASE_NAMESPACE:
+        return (Decision.NO_OPINION,
+                f'can only access leases in the "{NODE_LEASE_NAMESPACE}" system namespace')
+    # on create the name is not known yet: NodeRestriction checks it
+    if attributes.verb != "create" and attributes.name != node:
+        return (Decision.NO_OPINION,
+                "can only access node lease with the same name as the requesting node")
+    return Decision.ALLOW, ""
+
+
+def node_decision(attributes: Attributes) -> tuple[Decision, str]:
+    node, is_node = node_identity(attributes.user)
+    if not is_node:
+        return Decision.NO_OPINION, ""
+    if not node:
+        return Decision.NO_OPINION, f'unknown node for user "{attributes.user.name}"'
+    if attributes.resource_request:
+        kind = (attributes.api_group, attributes.resource)
+        if kind == ("coordination.k8s.io", "leases"):
+            return authorize_lease(node, attributes)
+        if kind in GRAPH_RESOURCES and attributes.subresource == "":
+            return (Decision.NO_OPINION,
+                    f"no relationship found between node '{node}' and this object")
+    if rules_allow(attributes, NODE_RULES):
+        return Decision.ALLOW, ""
+    return Decision.NO_OPINION, ""
+
+
+class NodeAuthorizer:
+    async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
+        return node_decision(attributes)
