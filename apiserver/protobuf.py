@@ -144,6 +144,42 @@ MESSAGES: dict[str, dict[int, F]] = {
                       2: rep("matchExpressions", "LabelSelectorRequirement")},
     "LabelSelectorRequirement": {1: F("key", STRING), 2: F("operator", STRING),
                                  3: rep("values", STRING)},
+    # api authorization/v1 and authentication/v1: the reviews kubectl auth sends (a
+    # client's status is refused unless empty)
+    "SelfSubjectAccessReview": {1: F("metadata", "ObjectMeta"),
+                                2: F("spec", "SelfSubjectAccessReviewSpec"),
+                                3: F("status", "SubjectAccessReviewStatus")},
+    "SelfSubjectAccessReviewSpec": {1: ptr("resourceAttributes", "ResourceAttributes"),
+                                    2: ptr("nonResourceAttributes", "NonResourceAttributes")},
+    "SubjectAccessReview": {1: F("metadata", "ObjectMeta"),
+                            2: F("spec", "SubjectAccessReviewSpec"),
+                            3: F("status", "SubjectAccessReviewStatus")},
+    "SubjectAccessReviewSpec": {1: ptr("resourceAttributes", "ResourceAttributes"),
+                                2: ptr("nonResourceAttributes", "NonResourceAttributes"),
+                                3: F("user", STRING), 4: rep("groups", STRING),
+                                5: refused("extra", repeated=True), 6: F("uid", STRING)},
+    "ResourceAttributes": {1: F("namespace", STRING), 2: F("verb", STRING),
+                           3: F("group", STRING), 4: F("version", STRING),
+                           5: F("resource", STRING), 6: F("subresource", STRING),
+                           7: F("name", STRING), 8: refused("fieldSelector", pointer=True),
+                           9: refused("labelSelector", pointer=True)},
+    "NonResourceAttributes": {1: F("path", STRING), 2: F("verb", STRING)},
+    "SubjectAccessReviewStatus": {1: refused("allowed", BOOL), 4: refused("denied", BOOL),
+                                  2: refused("reason", STRING),
+                                  3: refused("evaluationError", STRING)},
+    "SelfSubjectRulesReview": {1: F("metadata", "ObjectMeta"),
+                               2: F("spec", "SelfSubjectRulesReviewSpec"),
+                               3: refused("status", "SubjectRulesReviewStatus")},
+    "SelfSubjectRulesReviewSpec": {1: F("namespace", STRING)},
+    "SubjectRulesReviewStatus": {1: refused("resourceRules", repeated=True),
+                                 2: refused("nonResourceRules", repeated=True),
+                                 3: refused("incomplete", BOOL),
+                                 4: refused("evaluationError", STRING)},
+    "SelfSubjectReview": {1: F("metadata", "ObjectMeta"),
+                          2: refused("status", "SelfSubjectReviewStatus")},
+    "SelfSubjectReviewStatus": {1: refused("userInfo", "UserInfo")},
+    "UserInfo": {1: refused("username", STRING), 2: refused("uid", STRING),
+                 3: refused("groups", repeated=True), 4: refused("extra", repeated=True)},
     # api policy/v1
     "Eviction": {1: F("metadata", "ObjectMeta"), 2: ptr("deleteOptions", "DeleteOptions")},
     # api core/v1
@@ -526,6 +562,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     "Pod": ("v1",),
     "DeleteOptions": (),  # every group version serves it (checked by the caller)
     "Eviction": ("policy/v1", "policy/v1beta1"),
+    "SelfSubjectAccessReview": ("authorization.k8s.io/v1",),
+    "SubjectAccessReview": ("authorization.k8s.io/v1",),
+    "SelfSubjectRulesReview": ("authorization.k8s.io/v1",),
+    "SelfSubjectReview": ("authentication.k8s.io/v1",),
 }
 
 

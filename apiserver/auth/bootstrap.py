@@ -27,6 +27,7 @@ log = logging.getLogger("apiserver.rbac")
 Object = dict[str, Any]
 RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
+CACHE_WAIT = 10.0
 BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 READ = ["get", "list", "watch"]
@@ -281,6 +282,10 @@ async def reconcile(registry: Any) -> None:
             await registry.delete(CLUSTER_ROLE_BINDINGS, None, name)
         await _write(registry, CLUSTER_ROLE_BINDINGS, name, wanted,
                      existing is not None and not recreate)
+    # serve only once the authorizer sees the policy (kube's readyz waits for this hook)
+    revision = await registry.storage.revision()
+    for resource in (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS):
+        await registry.cache(resource).wait_fresh(revision, CACHE_WAIT)
 
 
 async def _get(registry: Any, resource: Any, name: str) -> Object | None:

@@ -43,10 +43,6 @@ def breakdown_rule(rule: Rule) -> list[dict[str, list[str]]]:
     return out
 
 
-def _has(values: Sequence[str], value: str) -> bool:
-    return value in values
-
-
 def _resource_covers_all(owned: Sequence[str], wanted: Sequence[str]) -> bool:
     if "*" in owned or all(r in owned for r in wanted):
         return True
@@ -77,7 +73,10 @@ def rule_covers(owner: Rule, wanted: Rule) -> bool:
                for w in wanted.get("nonResourceURLs") or []):
         return False
     owner_names = owner.get("resourceNames") or []
-    return not owner_names or all(n in owner_names for n in wanted.get("resourceNames") or [])
+    wanted_names = wanted.get("resourceNames") or []
+    if not wanted_names:  # all names: only an owner rule for all names covers it
+        return not owner_names
+    return not owner_names or all(n in owner_names for n in wanted_names)
 
 
 def covers(owned: Sequence[Rule], wanted: Sequence[Rule]) -> tuple[bool, list[dict[str, Any]]]:
