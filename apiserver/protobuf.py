@@ -180,6 +180,21 @@ MESSAGES: dict[str, dict[int, F]] = {
     "SelfSubjectReviewStatus": {1: refused("userInfo", "UserInfo")},
     "UserInfo": {1: refused("username", STRING), 2: refused("uid", STRING),
                  3: refused("groups", repeated=True), 4: refused("extra", repeated=True)},
+    # api rbac/v1 (kubectl create role, clusterrole, rolebinding, clusterrolebinding)
+    "Role": {1: F("metadata", "ObjectMeta"), 2: rep("rules", "PolicyRule")},
+    "ClusterRole": {1: F("metadata", "ObjectMeta"), 2: rep("rules", "PolicyRule"),
+                    3: ptr("aggregationRule", "AggregationRule")},
+    "AggregationRule": {1: rep("clusterRoleSelectors", "LabelSelector")},
+    "PolicyRule": {1: rep("verbs", STRING), 2: rep("apiGroups", STRING),
+                   3: rep("resources", STRING), 4: rep("resourceNames", STRING),
+                   5: rep("nonResourceURLs", STRING)},
+    "RoleBinding": {1: F("metadata", "ObjectMeta"), 2: rep("subjects", "Subject"),
+                    3: F("roleRef", "RoleRef")},
+    "ClusterRoleBinding": {1: F("metadata", "ObjectMeta"), 2: rep("subjects", "Subject"),
+                           3: F("roleRef", "RoleRef")},
+    "Subject": {1: F("kind", STRING), 2: F("apiGroup", STRING), 3: F("name", STRING),
+                4: F("namespace", STRING)},
+    "RoleRef": {1: F("apiGroup", STRING), 2: F("kind", STRING), 3: F("name", STRING)},
     # api policy/v1
     "Eviction": {1: F("metadata", "ObjectMeta"), 2: ptr("deleteOptions", "DeleteOptions")},
     # api core/v1
@@ -562,6 +577,10 @@ KINDS: dict[str, tuple[str, ...]] = {
     "Pod": ("v1",),
     "DeleteOptions": (),  # every group version serves it (checked by the caller)
     "Eviction": ("policy/v1", "policy/v1beta1"),
+    "Role": ("rbac.authorization.k8s.io/v1",),
+    "ClusterRole": ("rbac.authorization.k8s.io/v1",),
+    "RoleBinding": ("rbac.authorization.k8s.io/v1",),
+    "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1",),
     "SelfSubjectAccessReview": ("authorization.k8s.io/v1",),
     "SubjectAccessReview": ("authorization.k8s.io/v1",),
     "SelfSubjectRulesReview": ("authorization.k8s.io/v1",),

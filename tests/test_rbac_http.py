@@ -403,3 +403,39 @@ def test_kubectl_auth(rbac_apiserver: ApiServer, tmp_path: Path) -> None:
     bindings = table_lines(kubectl("get", "clusterrolebindings", "-o", "wide"))
     assert bindings[0] == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
     assert ["cluster-admin", "ClusterRole/cluster-admin"] in [line[:2] for line in bindings]
+
+
+def test_kubectl_create_rbac_objects(apiserver: ApiServer, tmp_path: Path) -> None:
+    """kubectl's typed clients send RBAC objects in protobuf (an AlwaysAllow apiserver)."""
+    kubectl = Kubectl(apiserver.url, tmp_path)
+    ns = unique("rbac")
+    kubectl("create", "namespace", ns)
+    kubectl("create", "role", "pod-reader", "-n", ns, "--verb=get,list", "--resource=pods",
+            "--resource-name=web")
+    kubectl("create", "rolebinding", "readers", "-n", ns, "--role=pod-reader", "--user=alice",
+            "--group=devs", f"--serviceaccount={ns}:builder")
+    name = unique("reader")
+    kubectl("create", "clusterrole", name, "--verb=get", "--non-resource-url=/logs/*")
+    kubectl("create", "clusterrolebinding", name, f"--clusterrole={name}", "--user=bob")
+    rows = table_lines(kubectl("get", "rolebindings", "-n", ns, "-o", "wide"))
+    assert rows[0] == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert rows[1][:2] == ["readers", "Role/pod-reader"]
+    assert rows[1][3:] == ["alice", "devs", f"{ns}/builder"]
+    role = kubectl("get", "role", "pod-reader", "-n", ns, "-o", "jsonpath={.rules}")
+    assert role == ('[{"apiGroups":[""],"resourceNames":["web"],"resources":["pods"],'
+                    '"verbs":["get","list"]}]')
+    result = kubectl.run("create", "clusterrolebinding", unique("x"), "--clusterrole=view",
+                         "--user=bob", "--dry-run=server", "-o", "name")
+    assert result.stdout.startswith("clusterrolebinding.rbac.authorization.k8s.io/")
+
+
+def test_kubectl_anonymous_cannot_grant(rbac_apiserver: ApiServer, tmp_path: Path) -> None:
+    kubectl = Kubectl(rbac_apiserver.url, tmp_path)
+    result = kubectl.run("create", "clusterrole", "grab", "--verb=*", "--resource=*",
+                         check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        'Error from server (Forbidden): clusterroles.rbac.authorization.k8s.io "grab" is '
+        'forbidden: user "system:anonymous" (groups=["system:unauthenticated"]) is attempting '
+        'to grant RBAC permissions not currently held:\n'
+        '{APIGroups:[""], Resources:["*"], Verbs:["*"]}')  # kubectl's --resource=* is core's
