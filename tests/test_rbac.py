@@ -363,3 +363,22 @@ def test_binding_cells() -> None:
     cells = binding_cells(obj, datetime.now(UTC))
     assert cells[:2] == ["b", "ClusterRole/view"]
     assert cells[3:] == ["u1, u2", "g", "n/s"]
+
+
+def test_node_gets_only_pods_bound_to_it() -> None:
+    bound = {("default", "mine"): "a", ("default", "theirs"): "b", ("default", "pending"): ""}
+
+    def pod_node(namespace: str, name: str) -> str | None:
+        return bound.get((namespace, name))
+
+    def get(name: str) -> tuple[Decision, str]:
+        return node_decision(res("get", "pods", ns="default", name=name, user=NODE_A), pod_node)
+
+    assert get("mine") == (Decision.ALLOW, "")
+    for name in ("theirs", "pending", "missing"):
+        assert get(name) == (Decision.NO_OPINION,
+                             "no relationship found between node 'a' and this object")
+    # status and lists are the static rules' (NodeRestriction narrows status writes)
+    assert node_decision(res("get", "pods", sub="status", ns="default", name="theirs",
+                             user=NODE_A), pod_node)[0] is Decision.NO_OPINION
+    assert node_decision(res("list", "pods", user=NODE_A), pod_node)[0] is Decision.ALLOW

@@ -369,6 +369,14 @@ async def test_node_restriction(as_user: Client) -> None:
     assert "can only update pod status for pods with spec.nodeName set to itself" in r.text
     r = await kubelet.delete(f"/api/v1/namespaces/default/pods/{name}")
     assert r.status_code == 403
+    # a kubelet reads only the pods bound to it (the Node authorizer, from the pod cache)
+    bound = {**pod, "metadata": {"name": unique("bound")}, "spec": {**pod["spec"],
+                                                                    "nodeName": "a"}}
+    r = await admin.post("/api/v1/namespaces/default/pods", json=bound)
+    assert r.status_code == 201, r.text
+    await eventually_allowed(admin, sar(NODE_A, "get", "pods", ns="default",
+                                        name=bound["metadata"]["name"]))
+    assert not await allowed(admin, sar(NODE_A, "get", "pods", ns="default", name=name))
 
 
 # --- kubectl, against a process started with --authorization-mode=Node,RBAC -------------------
@@ -439,3 +447,29 @@ def test_kubectl_anonymous_cannot_grant(rbac_apiserver: ApiServer, tmp_path: Pat
         'forbidden: user "system:anonymous" (groups=["system:unauthenticated"]) is attempting '
         'to grant RBAC permissions not currently held:\n'
         '{APIGroups:[""], Resources:["*"], Verbs:["*"]}')  # kubectl's --resource=* is core's
+
+
+async def test_bootstrap_reconciliation_keeps_user_changes(front: ResourceFront,
+                                                           as_user: Client) -> None:
+    from apiserver.auth.bootstrap import reconcile
+
+    admin = as_user(ADMIN)
+    mine = {"verbs": ["get"], "apiGroups": ["example.com"], "resources": ["widgets"]}
+    merge = {"Content-Type": "application/merge-patch+json"}
+    r = await admin.patch(f"{RBAC}/clusterroles/edit", json={"rules": [mine]}, headers=merge)
+    assert r.status_code == 200, r.text
+    r = await admin.patch(f"{RBAC}/clusterroles/view", json={
+        "metadata": {"annotations": {"rbac.authorization.kubernetes.io/autoupdate": "false"}},
+        "rules": [mine]}, headers=merge)
+    assert r.status_code == 200, r.text
+    r = await admin.patch(f"{RBAC}/clusterrolebindings/system:basic-user", json={
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "me"}]},
+        headers=merge)
+    assert r.status_code == 200, r.text
+    await reconcile(front.app.state.registry)  # what the next start does
+    edit = (await admin.get(f"{RBAC}/clusterroles/edit")).json()["rules"]
+    assert edit[0] == mine
+    assert {"verbs": ["create"], "apiGroups": [""], "resources": ["pods"]} in edit
+    assert (await admin.get(f"{RBAC}/clusterroles/view")).json()["rules"] == [mine]
+    subjects = (await admin.get(f"{RBAC}/clusterrolebindings/system:basic-user")).json()
+    assert [s["name"] for s in subjects["subjects"]] == ["me", "system:authenticated"]

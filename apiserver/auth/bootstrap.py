@@ -14,12 +14,14 @@ whose roleRef changed is recreated.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from typing import Any
 
 from apiserver.auth.escalation import covers
 from apiserver.auth.node import NODE_RULES
+from apiserver.storage import Unavailable
 from common import errors
 
 log = logging.getLogger("apiserver.rbac")
@@ -262,7 +264,21 @@ def reconcile_binding(existing: Object | None, expected: Object,
 
 # --- against the registry ---------------------------------------------------------------------
 
-async def reconcile(registry: Any) -> None:
+async def reconcile(registry: Any, *, attempts: int = 30, pause: float = 1.0) -> None:
+    """Reconcile the bootstrap policy, retrying while etcd is unavailable or another
+    apiserver writes the same objects (kube's hook retries for 30 s, then fails start)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            await reconcile_once(registry)
+            return
+        except (Unavailable, errors.Conflict) as e:
+            if attempt == attempts:
+                raise
+            log.warning("bootstrap RBAC policy not reconciled yet: %s", e)
+            await asyncio.sleep(pause)
+
+
+async def reconcile_once(registry: Any) -> None:
     """Create or update every bootstrap ClusterRole and ClusterRoleBinding."""
     from apiserver.resources.rbac import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 

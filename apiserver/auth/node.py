@@ -2,13 +2,18 @@
 
 A kubelet (user `system:node:NAME` in group `system:nodes`) is allowed the static NodeRules
 (bootstrappolicy.NodeRules: read nodes and pods, write its Node and pods' status, events,
-...), its own Lease in kube-node-lease, and secrets/configmaps/... only through a pod bound
-to it. kubelite serves none of those referenced kinds yet, so a request for one is left to
+...), its own Lease in kube-node-lease, a get of a pod only when the pod is bound to it,
+and secrets/configmaps/... only through a pod bound to it. (kube 1.32+ also limits a node's
+list/watch of pods to `fieldSelector=spec.nodeName=NAME`; Attributes carry no selectors yet,
+so list and watch are allowed as the static rules say.) kubelite serves none of those referenced kinds yet, so a request for one is left to
 the next authorizer (as kube does without a graph edge). What a node may change in the
 objects it may write is NodeRestriction admission's (apiserver/auth/admission.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from apiserver.auth import Attributes, Decision, UserInfo
 from apiserver.auth.rbac import rules_allow
@@ -53,6 +58,10 @@ NODE_RULES = [
 ]
 
 
+# (namespace, name) -> the spec.nodeName of that pod ("" unbound), None when there is none
+PodNode = Callable[[str, str], str | None]
+
+
 def node_identity(user: UserInfo) -> tuple[str, bool]:
     """NodeIdentity: (node name, whether the user is a node)."""
     if not user.name.startswith(NODE_USER_PREFIX) or NODES_GROUP not in user.groups:
@@ -73,7 +82,14 @@ def authorize_lease(node: str, attributes: Attributes) -> tuple[Decision, str]:
     return Decision.ALLOW, ""
 
 
-def node_decision(attributes: Attributes) -> tuple[Decision, str]:
+def no_relationship(node: str) -> tuple[Decision, str]:
+    return Decision.NO_OPINION, f"no relationship found between node '{node}' and this object"
+
+
+def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
+                  ) -> tuple[Decision, str]:
+    """`pod_node`: where the pods are bound, for a get of one pod (kube's graph edge from a
+    pod to its node); None: pods are read as the static NodeRules allow."""
     node, is_node = node_identity(attributes.user)
     if not is_node:
         return Decision.NO_OPINION, ""
@@ -84,13 +100,31 @@ def node_decision(attributes: Attributes) -> tuple[Decision, str]:
         if kind == ("coordination.k8s.io", "leases"):
             return authorize_lease(node, attributes)
         if kind in GRAPH_RESOURCES and attributes.subresource == "":
-            return (Decision.NO_OPINION,
-                    f"no relationship found between node '{node}' and this object")
+            return no_relationship(node)
+        if (kind == ("", "pods") and attributes.subresource == "" and attributes.verb == "get"
+                and pod_node is not None):
+            if pod_node(attributes.namespace, attributes.name) == node:
+                return Decision.ALLOW, ""
+            return no_relationship(node)
     if rules_allow(attributes, NODE_RULES):
         return Decision.ALLOW, ""
     return Decision.NO_OPINION, ""
 
 
 class NodeAuthorizer:
+    def __init__(self, pod_node: PodNode | None = None) -> None:
+        self.pod_node = pod_node
+
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
-        return node_decision(attributes)
+        return node_decision(attributes, self.pod_node)
+
+
+def cached_pod_node(registry: Any) -> PodNode:
+    """Where a pod is bound, from the registry's pod watch cache (its selectable fields)."""
+    from apiserver.resources.pods import PODS
+
+    def pod_node(namespace: str, name: str) -> str | None:
+        item = registry.cache(PODS).get(registry.key(PODS, namespace, name))
+        return None if item is None else item.fields.get("spec.nodeName", "")
+
+    return pod_node

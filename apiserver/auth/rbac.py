@@ -248,8 +248,9 @@ class CachedPolicy:
 
     async def policy(self) -> Policy:
         caches = [self.registry.cache(resource) for resource in self.resources]
-        for cache in caches:
-            await cache.wait_ready(CACHE_WAIT)
+        if not self._stamp:  # only the first answer waits: later ones use what is known
+            for cache in caches:
+                await cache.wait_ready(CACHE_WAIT)
         # every applied change moves last_change; a relist replaces the store
         stamp = tuple((id(cache.store), cache.last_change, len(cache.store)) for cache in caches)
         if stamp != self._stamp:
