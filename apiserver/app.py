@@ -222,7 +222,8 @@ class ApiServer:
     async def dispatch(self, request: Request, target: Target) -> Response:
         method = request.method
         if target.resource.review is not None:
-            if target.name is None and method == "POST":
+            if target.name is None and method == "POST" and (
+                    target.namespace or not target.resource.namespaced):
                 return await self.review(request, target)
             raise errors.method_not_allowed()
         if target.name is None:
@@ -340,7 +341,8 @@ class ApiServer:
         """POST to a review resource: answered, never stored."""
         assert target.resource.review is not None
         body, warnings, _ = await self.decode(request, target)
-        caller = Caller(user=request_user(request.scope), authorizer=self.registry.authorizer)
+        caller = Caller(user=request_user(request.scope), authorizer=self.registry.authorizer,
+                        namespace=target.namespace)
         return json_response(await target.resource.review(body, caller), 201, warnings=warnings)
 
     async def create(self, request: Request, target: Target) -> Response:

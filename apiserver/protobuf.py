@@ -154,6 +154,9 @@ MESSAGES: dict[str, dict[int, F]] = {
     "SubjectAccessReview": {1: F("metadata", "ObjectMeta"),
                             2: F("spec", "SubjectAccessReviewSpec"),
                             3: F("status", "SubjectAccessReviewStatus")},
+    "LocalSubjectAccessReview": {1: F("metadata", "ObjectMeta"),
+                                 2: F("spec", "SubjectAccessReviewSpec"),
+                                 3: F("status", "SubjectAccessReviewStatus")},
     "SubjectAccessReviewSpec": {1: ptr("resourceAttributes", "ResourceAttributes"),
                                 2: ptr("nonResourceAttributes", "NonResourceAttributes"),
                                 3: F("user", STRING), 4: rep("groups", STRING),
@@ -583,6 +586,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "ClusterRoleBinding": ("rbac.authorization.k8s.io/v1",),
     "SelfSubjectAccessReview": ("authorization.k8s.io/v1",),
     "SubjectAccessReview": ("authorization.k8s.io/v1",),
+    "LocalSubjectAccessReview": ("authorization.k8s.io/v1",),
     "SelfSubjectRulesReview": ("authorization.k8s.io/v1",),
     "SelfSubjectReview": ("authentication.k8s.io/v1",),
 }

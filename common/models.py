@@ -645,6 +645,14 @@ class SubjectAccessReview(KubeModel):
     status: SubjectAccessReviewStatus | None = None
 
 
+class LocalSubjectAccessReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
 class SelfSubjectAccessReview(KubeModel):
     kind: str | None = None
     api_version: str | None = None

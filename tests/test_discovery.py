@@ -266,6 +266,8 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         # no short name: the column is blank
                         ["selfsubjectreviews", "authentication.k8s.io/v1", "false",
                          "SelfSubjectReview"],
+                        ["localsubjectaccessreviews", "authorization.k8s.io/v1", "true",
+                         "LocalSubjectAccessReview"],
                         ["selfsubjectaccessreviews", "authorization.k8s.io/v1", "false",
                          "SelfSubjectAccessReview"],
                         ["selfsubjectrulesreviews", "authorization.k8s.io/v1", "false",

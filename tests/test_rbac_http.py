@@ -473,3 +473,24 @@ async def test_bootstrap_reconciliation_keeps_user_changes(front: ResourceFront,
     assert (await admin.get(f"{RBAC}/clusterroles/view")).json()["rules"] == [mine]
     subjects = (await admin.get(f"{RBAC}/clusterrolebindings/system:basic-user")).json()
     assert [s["name"] for s in subjects["subjects"]] == ["me", "system:authenticated"]
+
+
+async def test_local_subject_access_review(as_user: Client) -> None:
+    admin = as_user(ADMIN)
+    await namespace(admin, "team")
+    path = f"{AUTHZ}/namespaces/team/localsubjectaccessreviews"
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "LocalSubjectAccessReview",
+              "spec": {"user": "nobody", "groups": ["system:masters"],
+                       "resourceAttributes": {"verb": "get", "resource": "pods",
+                                              "namespace": "team"}}}
+    r = await admin.post(path, json=review)
+    assert r.status_code == 201, r.text
+    assert r.json()["metadata"] == {"namespace": "team", "creationTimestamp": None}
+    assert r.json()["status"]["allowed"] is True
+    review["spec"]["resourceAttributes"]["namespace"] = "default"
+    r = await admin.post(path, json=review)
+    assert r.status_code == 422
+    assert r.json()["message"].endswith('spec.resourceAttributes.namespace: Invalid value: '
+                                        '"default": must match metadata.namespace')
+    r = await admin.post(f"{AUTHZ}/localsubjectaccessreviews", json=review)
+    assert r.status_code == 405

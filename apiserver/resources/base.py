@@ -72,6 +72,7 @@ class Caller:
 
     user: UserInfo
     authorizer: Any
+    namespace: str | None = None  # of a namespaced review's URL
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

@@ -3,6 +3,7 @@
 selfsubjectrulesreview}, pkg/registry/authentication/selfsubjectreview).
 
 - SubjectAccessReview: may `spec.user` (in `spec.groups`) do this?
+- LocalSubjectAccessReview: the same, in the URL's namespace only (namespace admins may ask)
 - SelfSubjectAccessReview: may I? (`kubectl auth can-i VERB RESOURCE`)
 - SelfSubjectRulesReview: what may I do in a namespace? (`kubectl auth can-i --list`)
 - SelfSubjectReview: who am I? (`kubectl auth whoami`)
@@ -19,6 +20,7 @@ from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_ag
 from apiserver.validation import Cause, invalid
 from common import errors
 from common.models import (
+    LocalSubjectAccessReview,
     SelfSubjectAccessReview,
     SelfSubjectReview,
     SelfSubjectRulesReview,
@@ -111,6 +113,31 @@ async def subject_access_review(review: Object, caller: Caller) -> Object:
     return answer(SUBJECT_ACCESS_REVIEWS, review, status_of(decision, reason))
 
 
+async def local_subject_access_review(review: Object, caller: Caller) -> Object:
+    """The URL's namespace is the review's (set when the body has none)."""
+    namespace = caller.namespace or ""
+    meta = {**(review.get("metadata") or {})}
+    meta.setdefault("namespace", namespace)
+    spec = review.get("spec") or {}
+    causes = spec_causes(spec, self_review=False)
+    rest = {k: v for k, v in meta.items() if k not in ("namespace", "creationTimestamp",
+                                                        "managedFields")}
+    if rest:
+        causes.append(invalid("metadata", rest, "must be empty except for namespace"))
+    attributes = spec.get("resourceAttributes")
+    if attributes is not None and attributes.get("namespace", "") != meta["namespace"]:
+        causes.append(invalid("spec.resourceAttributes.namespace",
+                              attributes.get("namespace", ""), "must match metadata.namespace"))
+    if spec.get("nonResourceAttributes") is not None:
+        causes.append(invalid("spec.nonResourceAttributes", spec["nonResourceAttributes"],
+                              "disallowed on this kind of request"))
+    check(LOCAL_SUBJECT_ACCESS_REVIEWS, causes)
+    decision, reason = await caller.authorizer.authorize(attributes_from(user_of_spec(spec), spec))
+    answered = answer(LOCAL_SUBJECT_ACCESS_REVIEWS, review, status_of(decision, reason))
+    answered["metadata"] = {"namespace": meta["namespace"], "creationTimestamp": None}
+    return answered
+
+
 async def self_subject_access_review(review: Object, caller: Caller) -> Object:
     spec = review.get("spec") or {}
     check(SELF_SUBJECT_ACCESS_REVIEWS, spec_causes(spec, self_review=True))
@@ -169,8 +196,9 @@ def no_causes(obj: Object, old: Object | None = None) -> list[Cause]:
     return []
 
 
-def review_resource(plural: str, kind: str, group: str, model: Any, handler: Any) -> Resource:
-    return Resource(plural=plural, singular=plural[:-1], kind=kind, namespaced=False,
+def review_resource(plural: str, kind: str, group: str, model: Any, handler: Any, *,
+                    namespaced: bool = False) -> Resource:
+    return Resource(plural=plural, singular=plural[:-1], kind=kind, namespaced=namespaced,
                     model=model, storage_name="", group=group, review=handler,
                     validate=no_causes, validate_update=no_causes, delete_collection=False,
                     columns=COLUMNS, cells=cells)
@@ -179,6 +207,9 @@ def review_resource(plural: str, kind: str, group: str, model: Any, handler: Any
 SUBJECT_ACCESS_REVIEWS = review_resource(
     "subjectaccessreviews", "SubjectAccessReview", AUTHORIZATION_GROUP, SubjectAccessReview,
     subject_access_review)
+LOCAL_SUBJECT_ACCESS_REVIEWS = review_resource(
+    "localsubjectaccessreviews", "LocalSubjectAccessReview", AUTHORIZATION_GROUP,
+    LocalSubjectAccessReview, local_subject_access_review, namespaced=True)
 SELF_SUBJECT_ACCESS_REVIEWS = review_resource(
     "selfsubjectaccessreviews", "SelfSubjectAccessReview", AUTHORIZATION_GROUP,
     SelfSubjectAccessReview, self_subject_access_review)
@@ -189,5 +220,5 @@ SELF_SUBJECT_REVIEWS = review_resource(
     "selfsubjectreviews", "SelfSubjectReview", AUTHENTICATION_GROUP, SelfSubjectReview,
     self_subject_review)
 
-REVIEWS = (SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_RULES_REVIEWS,
-           SELF_SUBJECT_REVIEWS)
+REVIEWS = (SUBJECT_ACCESS_REVIEWS, LOCAL_SUBJECT_ACCESS_REVIEWS, SELF_SUBJECT_ACCESS_REVIEWS,
+           SELF_SUBJECT_RULES_REVIEWS, SELF_SUBJECT_REVIEWS)
