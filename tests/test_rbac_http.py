@@ -206,6 +206,8 @@ NON_RESOURCE_MATRIX = [
     (ANONYMOUS, "/api", False), (ANONYMOUS, "/apis/apps/v1", False),
     (VIEWER, "/api", True), (VIEWER, "/apis/apps/v1", True), (VIEWER, "/openapi/v3", True),
     (VIEWER, "/metrics", False), (NODE_A, "/metrics", False),
+    (UserInfo("prometheus", groups=("system:monitoring", "system:authenticated")), "/metrics",
+     True),
 ]
 
 

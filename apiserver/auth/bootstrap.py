@@ -143,6 +143,21 @@ def cluster_roles() -> list[Object]:
             rule(["create"], ["authentication.k8s.io"], ["selfsubjectreviews"]),
         ]),
         cluster_role("system:public-info-viewer", [urls(["get"], PUBLIC_INFO_URLS)]),
+        cluster_role("system:monitoring", [urls(["get"], [
+            "/healthz", "/healthz/*", "/livez", "/livez/*", "/readyz", "/readyz/*",
+            "/metrics", "/metrics/slis"])]),
+        cluster_role("system:auth-delegator", [
+            rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+            rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+        ]),
+        # what the apiserver's kubelet-client identity is bound to (k3s, kubeadm)
+        cluster_role("system:kubelet-api-admin", [
+            rule(READ, [""], ["nodes"]),
+            rule(["proxy"], [""], ["nodes"]),
+            rule(["*"], [""], ["nodes/proxy", "nodes/metrics", "nodes/stats", "nodes/log",
+                               "nodes/healthz", "nodes/pods", "nodes/checkpoint",
+                               "nodes/configz"]),
+        ]),
         cluster_role("system:node", NODE_RULES),
         cluster_role("system:node-proxier", [
             rule(["list", "watch"], [""], ["services", "endpoints"]),
@@ -199,6 +214,7 @@ def cluster_role_bindings() -> list[Object]:
         binding("system:basic-user", "system:basic-user", [("Group", "system:authenticated")]),
         binding("system:public-info-viewer", "system:public-info-viewer",
                 [("Group", "system:authenticated"), ("Group", "system:unauthenticated")]),
+        binding("system:monitoring", "system:monitoring", [("Group", "system:monitoring")]),
         binding("system:node", "system:node", []),  # the Node authorizer does the work
         binding("system:node-proxier", "system:node-proxier", [("User", "system:kube-proxy")]),
         binding("system:kube-scheduler", "system:kube-scheduler",
