@@ -382,3 +382,56 @@ def test_node_gets_only_pods_bound_to_it() -> None:
     assert node_decision(res("get", "pods", sub="status", ns="default", name="theirs",
                              user=NODE_A), pod_node)[0] is Decision.NO_OPINION
     assert node_decision(res("list", "pods", user=NODE_A), pod_node)[0] is Decision.ALLOW
+
+
+# --- impersonation -----------------------------------------------------------------------------
+
+class PolicyAuthorizer:
+    def __init__(self, p: Policy) -> None:
+        self.policy = p
+
+    async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
+        return self.policy.authorize(attributes)
+
+
+def impersonators() -> PolicyAuthorizer:
+    everything = [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]
+    users_only = [{"verbs": ["impersonate"], "apiGroups": [""], "resources": ["users"],
+                   "resourceNames": ["alice"]}]
+    return PolicyAuthorizer(Policy.build(
+        roles=[], cluster_roles=[role("all", everything), role("as-alice", users_only)],
+        role_bindings=[],
+        cluster_role_bindings=[
+            binding("admins", "ClusterRole", "all", [{"kind": "Group", "name": "system:masters"}]),
+            binding("carol", "ClusterRole", "as-alice", [{"kind": "User", "name": "carol"}])]))
+
+
+async def test_impersonation() -> None:
+    from apiserver.auth.impersonation import impersonate
+    from common import errors
+
+    admin = UserInfo("admin", groups=("system:masters",))
+    authorizer = impersonators()
+    assert await impersonate(admin, {}, authorizer) is admin
+    alice = await impersonate(admin, {"impersonate-user": ["alice"]}, authorizer)
+    assert alice == UserInfo("alice", groups=("system:authenticated",))
+    bot = await impersonate(admin, {"impersonate-user": ["system:serviceaccount:ci:bot"],
+                                    "impersonate-extra-scopes": ["a", "b"],
+                                    "impersonate-uid": ["42"]}, authorizer)
+    assert bot == UserInfo("system:serviceaccount:ci:bot", uid="42", groups=(
+        "system:serviceaccounts", "system:serviceaccounts:ci", "system:authenticated"),
+        extra={"scopes": ("a", "b")})
+    anonymous = await impersonate(admin, {"impersonate-user": ["system:anonymous"]}, authorizer)
+    assert anonymous.groups == ("system:unauthenticated",)
+    carol = UserInfo("carol", groups=("system:authenticated",))
+    assert (await impersonate(carol, {"impersonate-user": ["alice"]}, authorizer)).name == "alice"
+    with pytest.raises(errors.Forbidden) as refused:
+        await impersonate(carol, {"impersonate-user": ["alice"],
+                                  "impersonate-group": ["system:masters"]}, authorizer)
+    assert refused.value.message == (
+        'groups "system:masters" is forbidden: User "carol" cannot impersonate resource '
+        '"groups" in API group "" at the cluster scope')
+    with pytest.raises(errors.Forbidden):
+        await impersonate(carol, {"impersonate-user": ["bob"]}, authorizer)
+    with pytest.raises(errors.ApiError):
+        await impersonate(admin, {"impersonate-group": ["devs"]}, authorizer)
