@@ -34,7 +34,9 @@ from apiserver import (
     schema,
     tables,
 )
-from apiserver.auth import Authorizer
+from apiserver.auth import Authorizer, request_user
+from apiserver.auth.admission import write_checks
+from apiserver.auth.bootstrap import reconcile as reconcile_bootstrap_policy
 from apiserver.auth.modes import build_authorizer
 from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
 from apiserver.compactor import Compactor
@@ -52,6 +54,7 @@ from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup
+from apiserver.resources.base import Caller
 from apiserver.resources.nodes import NODES
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.storage import Storage, TooLarge, Unavailable, encode
@@ -222,6 +225,11 @@ class ApiServer:
 
     async def dispatch(self, request: Request, target: Target) -> Response:
         method = request.method
+        if target.resource.review is not None:
+            if target.name is None and method == "POST" and (
+                    target.namespace or not target.resource.namespaced):
+                return await self.review(request, target)
+            raise errors.method_not_allowed()
         if target.name is None:
             if method == "GET":
                 return await self.list_or_watch(request, target)
@@ -333,12 +341,21 @@ class ApiServer:
         pruned, unknown = registry_decode(resource, body, strict=strict)
         return pruned, unknown_field_warnings(query, unknown), dry_run
 
+    async def review(self, request: Request, target: Target) -> Response:
+        """POST to a review resource: answered, never stored."""
+        assert target.resource.review is not None
+        body, warnings, _ = await self.decode(request, target)
+        caller = Caller(user=request_user(request.scope), authorizer=self.registry.authorizer,
+                        namespace=target.namespace)
+        return json_response(await target.resource.review(body, caller), 201, warnings=warnings)
+
     async def create(self, request: Request, target: Target) -> Response:
         managed_fields.check_field_manager(request.query_params, "CreateOptions")
         body, warnings, dry_run = await self.decode(request, target)
         obj, _ = await self.registry.create(target.resource, target.namespace, body,
                                             dry_run=dry_run, decoded=True,
-                                            manager=field_manager(request))
+                                            manager=field_manager(request),
+                                            user=request_user(request.scope))
         if not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(present(target.resource, obj), 201, warnings=warnings)
@@ -351,7 +368,8 @@ class ApiServer:
                                                      target.name, body, decoded=True,
                                                      subresource=target.subresource,
                                                      dry_run=dry_run,
-                                                     manager=field_manager(request))
+                                                     manager=field_manager(request),
+                                                     user=request_user(request.scope))
         if created and not dry_run:
             log.info("created %s %s", target.resource.plural, describe(obj))
         return json_response(present(target.resource, obj), 201 if created else 200,
@@ -395,7 +413,8 @@ class ApiServer:
                                                     apply, precondition=precondition,
                                                     subresource=target.subresource,
                                                     dry_run=dry_run,
-                                                    manager=field_manager(request))
+                                                    manager=field_manager(request),
+                                                    user=request_user(request.scope))
         return json_response(present(resource, obj))
 
     async def apply(self, request: Request, target: Target) -> Response:
@@ -427,7 +446,8 @@ class ApiServer:
             try:
                 obj = await self.registry.guaranteed_update(
                     resource, target.namespace, target.name, mutate,
-                    subresource=target.subresource, dry_run=dry_run)
+                    subresource=target.subresource, dry_run=dry_run,
+                    user=request_user(request.scope))
                 return json_response(present(resource, obj), warnings=warnings)
             except errors.NotFound:
                 if target.subresource is not None:
@@ -436,7 +456,8 @@ class ApiServer:
                                               subresource=None, force=force)
             try:
                 obj, _ = await self.registry.create(resource, target.namespace, new,
-                                                    dry_run=dry_run, decoded=True)
+                                                    dry_run=dry_run, decoded=True,
+                                                    user=request_user(request.scope))
             except errors.AlreadyExists:
                 continue  # created meanwhile: apply to it
             if not dry_run:
@@ -453,7 +474,8 @@ class ApiServer:
         obj, deleted = await self.registry.delete(
             target.resource, target.namespace, target.name,
             grace_period=delete_options.grace_period_seconds,
-            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
+            user=request_user(request.scope))
         log.info("%s%s %s %s", "dry run: " if delete_options.dry_run else "",
                  "deleted" if deleted else "marked for deletion", target.resource.plural,
                  describe(obj))
@@ -474,7 +496,8 @@ class ApiServer:
         done = await self.registry.delete_collection(
             resource, target.namespace, list_options, labels=labels, fields=fields,
             grace_period=delete_options.grace_period_seconds,
-            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
+            user=request_user(request.scope))
         selected = " ".join(f"{k}={request.query_params[k]}" for k in
                             ("labelSelector", "fieldSelector") if request.query_params.get(k))
         log.info("%sdeletecollection %s%s%s: %d object(s)",
@@ -495,7 +518,7 @@ class ApiServer:
             raise errors.BadRequest(f"the name of the object ({body_name}) does not match the "
                                     f"name on the URL ({target.name})")
         await self.registry.bind(target.resource, target.namespace, target.name, binding,
-                                 dry_run=dry_run)
+                                 dry_run=dry_run, user=request_user(request.scope))
         if not dry_run:
             log.info("bound pod %s/%s to %s", target.namespace, target.name,
                      (binding.get("target") or {}).get("name"))
@@ -520,7 +543,8 @@ class ApiServer:
         obj, deleted = await self.registry.delete(
             target.resource, target.namespace, target.name,
             grace_period=delete_options.grace_period_seconds,
-            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run)
+            preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
+            user=request_user(request.scope), subresource="eviction")
         log.info("%sevicted pod %s (%s)", "dry run: " if delete_options.dry_run else "",
                  describe(obj), "deleted" if deleted else "marked for deletion")
         return json_response(SUCCESS_CREATED, 201)
@@ -619,7 +643,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     storage = Storage(etcd_servers)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
-    authorizer = build_authorizer(authorization_modes, registry)
+    registry.authorizer = authorizer = build_authorizer(authorization_modes, registry)
+    registry.write_checks = write_checks(registry, authorizer)
     server = ApiServer(registry)
     namespaces = NamespaceController(registry)
 
@@ -628,6 +653,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         await storage.start()
         registry.start_caches()
         if controllers:
+            await reconcile_bootstrap_policy(registry)
             namespaces.start()
         compactor.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)

@@ -85,6 +85,8 @@ SERVICES = ResourceInfo(plural="services", singular="service", kind="Service", n
 
 
 def verbs(resource: Resource) -> tuple[str, ...]:
+    if resource.review is not None:
+        return ("create",)
     return COLLECTION_VERBS if resource.delete_collection else ALL_VERBS
 
 

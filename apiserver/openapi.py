@@ -190,6 +190,11 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
     item = f"{collection}/{{name}}"
     list_kind = f"{info.kind}List"
     write_params = [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION]
+    if info.verbs == ("create",):  # a review: POST on the collection only
+        return {collection: {
+            "post": {**_operation(gv, "create", info, info.kind, "post", write_params),
+                     "requestBody": _json_body(gv, info.kind)},
+            "parameters": _path_params(info, named=False)}}
     paths: dict[str, Any] = {
         collection: {
             "get": _operation(gv, "list", info, list_kind, "list", LIST_PARAMS),
@@ -312,11 +317,12 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
         if model in known:
             converted["description"] = known[model]
         result[schema_name(gv, model)] = converted
-    for model in served_models:
-        kind = model.__name__
+    for resource in served(gv):
+        kind = resource.model.__name__
         result[schema_name(gv, kind)]["x-kubernetes-group-version-kind"] = [
             response_kind(kind, gv.group, gv.version)]
-        result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
+        if resource.review is None:  # reviews are never listed
+            result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
     return result
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from apiserver import managed_fields, objects, schema, validation
+from apiserver.auth import AlwaysAllow, Authorizer, UserInfo
+from apiserver.auth.admission import Write, WriteCheck
 from apiserver.cacher import Cacher, Describe, ResourceCache
 from apiserver.listing import ListOptions, ListPage, ListQuery, list_page
 from apiserver.resources import (
@@ -144,6 +146,22 @@ class Registry:
         # A DELETE of a namespace adds it; the namespace controller removes it once the
         # namespace is gone, and adds those it finds terminating after a restart.
         self.terminating_namespaces: set[str] = set()
+        # The --authorization-mode chain (the review APIs and the escalation check ask it),
+        # and the admission checks of who writes (apiserver/auth/admission.py): both set by
+        # create_app. A write passed no `user` is the apiserver's own and skips the checks.
+        self.authorizer: Authorizer = AlwaysAllow()
+        self.write_checks: list[WriteCheck] = []
+
+    async def admit_write(self, user: UserInfo | None, operation: str, resource: Resource,
+                          namespace: str | None, name: str, obj: dict[str, Any] | None,
+                          old: dict[str, Any] | None, subresource: str | None = None) -> None:
+        if user is None:
+            return
+        write = Write(user=user, operation=operation, group=resource.group,
+                      resource=resource.plural, subresource=subresource or "",
+                      namespace=namespace or "", name=name, obj=obj, old=old)
+        for check in self.write_checks:
+            await check(write)
 
     def key(self, resource: Resource, namespace: str | None, name: str) -> str:
         return object_key(self.prefix, resource, namespace, name)
@@ -196,6 +214,7 @@ class Registry:
     async def create(self, resource: Resource, namespace: str | None, body: dict[str, Any],
                      *, strict: bool = False, dry_run: bool = False,
                      decoded: bool = False, manager: str | None = None,
+                     user: UserInfo | None = None,
                      ) -> tuple[dict[str, Any], list[str]]:
         """Store a new object; returns it and the unknown fields that were dropped
         (`strict`: fieldValidation=Strict, unknown fields are a 400 and nothing is written;
@@ -211,6 +230,7 @@ class Registry:
         if manager is not None:
             obj = managed_fields.record_create(resource, obj, manager=manager, sent=pruned)
         resource.admit(obj)
+        await self.admit_write(user, "CREATE", resource, namespace, name, obj, None)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
         check_create(self.terminating_namespaces, resource.qualified, name, namespace)
@@ -238,6 +258,7 @@ class Registry:
                      body: dict[str, Any], *, subresource: str | None = None,
                      strict: bool = False, dry_run: bool = False,
                      decoded: bool = False, manager: str | None = None,
+                     user: UserInfo | None = None,
                      ) -> tuple[dict[str, Any], list[str], bool]:
         """Replace an object; returns it, the unknown fields dropped, and whether the PUT
         created it (resources whose strategy allows create on update, like leases)."""
@@ -257,7 +278,7 @@ class Registry:
             updated = await self.guaranteed_update(resource, namespace, name, replace,
                                                    precondition=precondition,
                                                    subresource=subresource, dry_run=dry_run,
-                                                   manager=manager)
+                                                   manager=manager, user=user)
         except errors.NotFound:
             if subresource is not None or not resource.allow_create_on_update:
                 raise
@@ -266,7 +287,7 @@ class Registry:
             created, _ = await self.create(resource, namespace,
                                            {**body, "metadata": {**meta, "name": name}},
                                            strict=strict, dry_run=dry_run, decoded=decoded,
-                                           manager=manager)
+                                           manager=manager, user=user)
             return created, unknown, True
         return updated, unknown, False
 
@@ -274,7 +295,8 @@ class Registry:
                                 mutate: Mutation, *, precondition: str | None = None,
                                 subresource: str | None = None,
                                 validate: bool = True, dry_run: bool = False,
-                                manager: str | None = None) -> dict[str, Any]:
+                                manager: str | None = None, user: UserInfo | None = None,
+                                ) -> dict[str, Any]:
         """Read, mutate, validate, write-if-unchanged; retry on a concurrent write.
 
         With `precondition` (a resourceVersion the client read) a concurrent write is a
@@ -298,6 +320,8 @@ class Registry:
             if validate:
                 check_no_causes(resource, name, validation.validate_subresource_update(
                     resource, subresource, new, kv.value))
+            await self.admit_write(user, "UPDATE", resource, namespace, name, new, kv.value,
+                                   subresource)
             if dry_run:
                 return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.expires else 0
@@ -316,7 +340,8 @@ class Registry:
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
                      grace_period: int | None = None,
                      preconditions: Mapping[str, Any] | None = None,
-                     dry_run: bool = False) -> tuple[dict[str, Any], bool]:
+                     dry_run: bool = False, user: UserInfo | None = None,
+                     subresource: str | None = None) -> tuple[dict[str, Any], bool]:
         """Delete now, or mark for deletion as the resource's strategy says (graceful
         deletion, finalizers, a Terminating namespace); returns (object, deleted_now)."""
         key = self.key(resource, namespace, name)
@@ -324,6 +349,8 @@ class Registry:
             kv = await self._get_kv(resource, namespace, name)
             check_preconditions(resource, name, kv, preconditions or {})
             current = kv.value
+            await self.admit_write(user, "CREATE" if subresource else "DELETE", resource,
+                                   namespace, name, None, current, subresource)
             marked = resource.prepare_for_delete(current, grace_period)
             if dry_run:
                 return objects.with_resource_version(marked or current, kv.mod_revision), \
@@ -350,7 +377,8 @@ class Registry:
                                 fields: FieldSelector | None = None,
                                 grace_period: int | None = None,
                                 preconditions: Mapping[str, Any] | None = None,
-                                dry_run: bool = False) -> list[dict[str, Any]]:
+                                dry_run: bool = False,
+                                user: UserInfo | None = None) -> list[dict[str, Any]]:
         """deletecollection: delete every object the LIST with `options` returns (one page
         when it has a limit, as kube does); returns what each delete returned. Objects gone
         in the meantime are skipped."""
@@ -361,7 +389,8 @@ class Registry:
             try:
                 obj, _ = await self.delete(resource, meta.get("namespace"), meta.get("name", ""),
                                            grace_period=grace_period,
-                                           preconditions=preconditions, dry_run=dry_run)
+                                           preconditions=preconditions, dry_run=dry_run,
+                                           user=user)
             except errors.NotFound:
                 continue
             done.append(obj)
@@ -372,11 +401,14 @@ class Registry:
             self.terminating_namespaces.add(name)
 
     async def bind(self, resource: Resource, namespace: str, name: str,
-                   binding: dict[str, Any], *, dry_run: bool = False) -> None:
+                   binding: dict[str, Any], *, dry_run: bool = False,
+                   user: UserInfo | None = None) -> None:
         """The binding subresource (pods/binding): the strategy checks the Binding and says
         what it changes; a binding is not an update, so only its own rules apply."""
         if resource.bind is None:
             raise errors.method_not_allowed()
+        await self.admit_write(user, "CREATE", resource, namespace, name, binding, None,
+                               "binding")
         await self.guaranteed_update(resource, namespace, name, resource.bind(name, binding),
                                      validate=False, dry_run=dry_run)
 

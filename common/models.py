@@ -526,3 +526,166 @@ class Lease(KubeModel):
     api_version: str | None = None
     metadata: ObjectMeta | None = None
     spec: LeaseSpec | None = None
+
+
+# --- rbac.authorization.k8s.io/v1 -----------------------------------------------------------
+
+class LabelSelectorRequirement(KubeModel):
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] | None = None
+
+
+class LabelSelector(KubeModel):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class PolicyRule(KubeModel):
+    verbs: list[str] | None = None
+    api_groups: list[str] | None = None
+    resources: list[str] | None = None
+    resource_names: list[str] | None = None
+    non_resource_ur_ls: list[str] | None = Field(default=None, alias="nonResourceURLs")
+
+
+class AggregationRule(KubeModel):
+    cluster_role_selectors: list[LabelSelector] | None = None
+
+
+class Role(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    rules: list[PolicyRule] | None = None
+
+
+class ClusterRole(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    rules: list[PolicyRule] | None = None
+    aggregation_rule: AggregationRule | None = None
+
+
+class Subject(KubeModel):
+    kind: str | None = None
+    api_group: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+
+
+class RoleRef(KubeModel):
+    api_group: str | None = None
+    kind: str | None = None
+    name: str | None = None
+
+
+class RoleBinding(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    subjects: list[Subject] | None = None
+    role_ref: RoleRef | None = None
+
+
+class ClusterRoleBinding(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    subjects: list[Subject] | None = None
+    role_ref: RoleRef | None = None
+
+
+# --- authorization.k8s.io/v1 and authentication.k8s.io/v1 reviews -------------------------
+
+class ResourceAttributes(KubeModel):
+    namespace: str | None = None
+    verb: str | None = None
+    group: str | None = None
+    version: str | None = None
+    resource: str | None = None
+    subresource: str | None = None
+    name: str | None = None
+    field_selector: Opaque | None = None
+    label_selector: Opaque | None = None
+
+
+class NonResourceAttributes(KubeModel):
+    path: str | None = None
+    verb: str | None = None
+
+
+class SubjectAccessReviewSpec(KubeModel):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+    user: str | None = None
+    groups: list[str] | None = None
+    extra: dict[str, list[str]] | None = None
+    uid: str | None = None
+
+
+class SelfSubjectAccessReviewSpec(KubeModel):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+
+
+class SubjectAccessReviewStatus(KubeModel):
+    allowed: bool | None = None
+    denied: bool | None = None
+    reason: str | None = None
+    evaluation_error: str | None = None
+
+
+class SubjectAccessReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
+class LocalSubjectAccessReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
+class SelfSubjectAccessReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SelfSubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
+class SelfSubjectRulesReviewSpec(KubeModel):
+    namespace: str | None = None
+
+
+class SelfSubjectRulesReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SelfSubjectRulesReviewSpec | None = None
+    status: Opaque | None = None
+
+
+class UserInfo(KubeModel):
+    username: str | None = None
+    uid: str | None = None
+    groups: list[str] | None = None
+    extra: dict[str, list[str]] | None = None
+
+
+class SelfSubjectReviewStatus(KubeModel):
+    user_info: UserInfo | None = None
+
+
+class SelfSubjectReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    status: SelfSubjectReviewStatus | None = None

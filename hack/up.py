@@ -690,7 +690,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
                              "with its own certificate (preview; off by default)")
     parser.add_argument("--secure-port", type=int, default=6443,
                         help="the apiserver's HTTPS port with --secure (default: %(default)s)")
-    parser.add_argument("--authorization-mode", default="AlwaysAllow",
+    parser.add_argument("--authorization-mode", default="Node,RBAC",
                         help="the apiserver's --authorization-mode with --secure "
                              "(default: %(default)s)")
     args = parser.parse_args(argv)

@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+
+from common import kubeconfig
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -228,6 +231,59 @@ class ApiServer:
 
     def stop(self) -> None:
         self.process.stop()
+
+
+# --- the secure port (HTTPS, the cluster PKI) ---------------------------------------------
+
+TOKENS = 'good-token,alice,uid-alice,"dev,ops"\n'
+
+
+class SecureApiServer:
+    """`python -m apiserver` with the PKI's serving certificate and client CA."""
+
+    def __init__(self, etcd: Etcd, workdir: Path, pki_dir: Path, *, name: str,
+                 plain: bool = True, extra_args: tuple[str, ...] = ()) -> None:
+        self.port = free_port() if plain else 0
+        self.secure_port = free_port()
+        self.url = f"https://127.0.0.1:{self.secure_port}"
+        (workdir / "tokens.csv").write_text(TOKENS)
+        self.process = Process(name, [
+            PYTHON, "-m", "apiserver", "--etcd-servers", etcd.endpoint,
+            "--bind-address", "127.0.0.1", "--port", str(self.port),
+            "--secure-port", str(self.secure_port),
+            "--tls-cert-file", str(pki_dir / "apiserver.crt"),
+            "--tls-private-key-file", str(pki_dir / "apiserver.key"),
+            "--client-ca-file", str(pki_dir / "ca.crt"),
+            "--token-auth-file", str(workdir / "tokens.csv"), *extra_args,
+        ], workdir / f"{name}.log")
+        self.ca = (pki_dir / "ca.crt").read_bytes()
+        self.admin = client_context(pki_dir, "admin")
+
+    def start(self) -> SecureApiServer:
+        self.process.start()
+        deadline = time.monotonic() + 30
+        while True:
+            assert self.process.alive(), self.process.log()[-3000:]
+            try:
+                if httpx.get(f"{self.url}/readyz", verify=self.admin, timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, self.process.log()[-3000:]
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.stop()
+
+
+def client_context(pki_dir: Path, name: str | None, *, ca_dir: Path | None = None,
+                   ) -> ssl.SSLContext:
+    """Trusting `ca_dir`'s CA (default pki_dir's), presenting pki_dir's `name` cert."""
+    ca = ((ca_dir or pki_dir) / "ca.crt").read_bytes()
+    if name is None:
+        return kubeconfig.ssl_context(ca=ca, cert=None, key=None)
+    return kubeconfig.ssl_context(ca=ca, cert=(pki_dir / f"{name}.crt").read_bytes(),
+                                  key=(pki_dir / f"{name}.key").read_bytes())
 
 
 def unique(prefix: str) -> str:

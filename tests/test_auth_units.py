@@ -21,7 +21,8 @@ from apiserver.auth.authn import (
     parse_token_file,
     verify_client_certificate,
 )
-from apiserver.auth.filters import Secured, Unsecured, forbidden
+from apiserver.auth.filters import Secured, Unsecured
+from apiserver.auth.forbidden import forbidden
 from apiserver.auth.requestinfo import request_attributes
 from common import errors, pki
 

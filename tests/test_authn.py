@@ -8,14 +8,13 @@ import datetime
 import json
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from common import kubeconfig, pki
+from common import pki
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     DOCKER_SOCKET,
@@ -23,58 +22,19 @@ from tests.docker_support import (
     ensure_docker,
     remove_node_containers,
 )
-from tests.support import KUBECTL, PYTHON, Etcd, Process, eventually, free_port, unique
+from tests.support import (
+    KUBECTL,
+    PYTHON,
+    Etcd,
+    Process,
+    SecureApiServer,
+    client_context,
+    eventually,
+    free_port,
+    unique,
+)
 
-TOKENS = 'good-token,alice,uid-alice,"dev,ops"\n'
 PODS = "/api/v1/namespaces/default/pods"
-
-
-class SecureApiServer:
-    """`python -m apiserver` with the PKI's serving certificate and client CA."""
-
-    def __init__(self, etcd: Etcd, workdir: Path, pki_dir: Path, *, name: str,
-                 plain: bool = True, extra_args: tuple[str, ...] = ()) -> None:
-        self.port = free_port() if plain else 0
-        self.secure_port = free_port()
-        self.url = f"https://127.0.0.1:{self.secure_port}"
-        (workdir / "tokens.csv").write_text(TOKENS)
-        self.process = Process(name, [
-            PYTHON, "-m", "apiserver", "--etcd-servers", etcd.endpoint,
-            "--bind-address", "127.0.0.1", "--port", str(self.port),
-            "--secure-port", str(self.secure_port),
-            "--tls-cert-file", str(pki_dir / "apiserver.crt"),
-            "--tls-private-key-file", str(pki_dir / "apiserver.key"),
-            "--client-ca-file", str(pki_dir / "ca.crt"),
-            "--token-auth-file", str(workdir / "tokens.csv"), *extra_args,
-        ], workdir / f"{name}.log")
-        self.ca = (pki_dir / "ca.crt").read_bytes()
-        self.admin = client_context(pki_dir, "admin")
-
-    def start(self) -> SecureApiServer:
-        self.process.start()
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.process.alive(), self.process.log()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/readyz", verify=self.admin, timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, self.process.log()[-3000:]
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.process.stop()
-
-
-def client_context(pki_dir: Path, name: str | None, *, ca_dir: Path | None = None,
-                   ) -> ssl.SSLContext:
-    """Trusting `ca_dir`'s CA (default pki_dir's), presenting pki_dir's `name` cert."""
-    ca = ((ca_dir or pki_dir) / "ca.crt").read_bytes()
-    if name is None:
-        return kubeconfig.ssl_context(ca=ca, cert=None, key=None)
-    return kubeconfig.ssl_context(ca=ca, cert=(pki_dir / f"{name}.crt").read_bytes(),
-                                  key=(pki_dir / f"{name}.key").read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -231,10 +191,24 @@ def test_the_official_python_client(secure: SecureApiServer, pki_dir: Path,
 # --- components over TLS ----------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def rbac_secure(etcd: Etcd, pki_dir: Path,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureApiServer]:
+    """HTTPS only, every request put to the Node and RBAC authorizers, as `make up` runs."""
+    server = SecureApiServer(etcd, tmp_path_factory.mktemp("rbac"), pki_dir,
+                             name="apiserver-rbac", plain=False,
+                             extra_args=("--authorization-mode=Node,RBAC",)).start()
+    yield server
+    server.stop()
+
+
 @pytest.mark.docker
-async def test_a_scheduler_and_a_kubelet_run_a_pod_over_tls(secure: SecureApiServer,
+async def test_a_scheduler_and_a_kubelet_run_a_pod_over_tls(rbac_secure: SecureApiServer,
                                                             pki_dir: Path,
                                                             tmp_path: Path) -> None:
+    """Each with its own certificate, and only the permissions kube's default policy
+    gives it (system:kube-scheduler; system:node:NAME through the Node authorizer)."""
+    secure = rbac_secure
     ensure_docker()
     pki.write_kubeconfigs(pki_dir, tmp_path, [NODE], server=secure.url)
     kubelet_port = free_port()
@@ -276,8 +250,19 @@ async def test_a_scheduler_and_a_kubelet_run_a_pod_over_tls(secure: SecureApiSer
                     pod["status"].get("phase") == "Running"
             await eventually(running, timeout=90, what="the pod to run on the TLS node")
             await http.delete(f"{PODS}/{name}")
+
+            async def gone() -> bool:  # the kubelet's final delete passes NodeRestriction
+                return (await http.get(f"{PODS}/{name}")).status_code == 404
+            await eventually(gone, timeout=60, what="the kubelet to finish the deletion")
+            events = (await http.get("/api/v1/namespaces/default/events", params={
+                "fieldSelector": f"involvedObject.name={name}"})).json()["items"]
+            assert {"Scheduled", "Started"} <= {e["reason"] for e in events}
+            lease = await http.get(f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/"
+                                   f"leases/{NODE}")
+            assert lease.status_code == 200
     finally:
         scheduler.stop()
         kubelet.stop()
         remove_node_containers(NODE)
     assert "Unauthorized" not in scheduler.log() + kubelet.log()
+    assert "Forbidden" not in scheduler.log() + kubelet.log()

@@ -41,13 +41,14 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
                                    {"clientCIDR": "0.0.0.0/0",
                                     "serverAddress": "127.0.0.1:6443"}]}
     groups = (await client.get("/apis")).json()
-    coordination_v1 = {"groupVersion": "coordination.k8s.io/v1", "version": "v1"}
-    events_v1 = {"groupVersion": "events.k8s.io/v1", "version": "v1"}
-    # kube's order: by group priority (events.k8s.io's is higher), not by name
+    def v1(group: str) -> dict[str, Any]:
+        version = {"groupVersion": f"{group}/v1", "version": "v1"}
+        return {"name": group, "versions": [version], "preferredVersion": version}
+
+    # kube's order: by group priority (events.k8s.io's is highest), not by name
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-        {"name": "events.k8s.io", "versions": [events_v1], "preferredVersion": events_v1},
-        {"name": "coordination.k8s.io", "versions": [coordination_v1],
-         "preferredVersion": coordination_v1}]}
+        v1("events.k8s.io"), v1("authentication.k8s.io"), v1("authorization.k8s.io"),
+        v1("rbac.authorization.k8s.io"), v1("coordination.k8s.io")]}
 
 
 async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> None:
@@ -126,7 +127,17 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     assert nodes["scope"] == "Cluster"
     assert core["metadata"] == {"creationTimestamp": None}
     groups = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT})
-    assert groups.json()["items"] == [{
+    items = groups.json()["items"]
+    assert [item["metadata"]["name"] for item in items] == [
+        "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
+        "rbac.authorization.k8s.io", "coordination.k8s.io"]
+    assert items[1]["versions"][0]["resources"] == [{
+        "resource": "selfsubjectreviews",
+        "responseKind": {"group": "authentication.k8s.io", "version": "v1",
+                         "kind": "SelfSubjectReview"},
+        "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]}]
+    assert [item for item in items if item["metadata"]["name"] in (
+        "events.k8s.io", "coordination.k8s.io")] == [{
         "metadata": {"name": "events.k8s.io", "creationTimestamp": None},
         "versions": [{"version": "v1", "freshness": "Current", "resources": [{
             "resource": "events",
@@ -253,9 +264,26 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["pods", "po", "v1", "true", "Pod"],
                         ["services", "svc", "v1", "true", "Service"],
                         # no short name: the column is blank
+                        ["selfsubjectreviews", "authentication.k8s.io/v1", "false",
+                         "SelfSubjectReview"],
+                        ["localsubjectaccessreviews", "authorization.k8s.io/v1", "true",
+                         "LocalSubjectAccessReview"],
+                        ["selfsubjectaccessreviews", "authorization.k8s.io/v1", "false",
+                         "SelfSubjectAccessReview"],
+                        ["selfsubjectrulesreviews", "authorization.k8s.io/v1", "false",
+                         "SelfSubjectRulesReview"],
+                        ["subjectaccessreviews", "authorization.k8s.io/v1", "false",
+                         "SubjectAccessReview"],
                         ["leases", "coordination.k8s.io/v1", "true", "Lease"],
                         # kubectl sorts by group name, whatever the server's order
-                        ["events", "ev", "events.k8s.io/v1", "true", "Event"]]
+                        ["events", "ev", "events.k8s.io/v1", "true", "Event"],
+                        ["clusterrolebindings", "rbac.authorization.k8s.io/v1", "false",
+                         "ClusterRoleBinding"],
+                        ["clusterroles", "rbac.authorization.k8s.io/v1", "false",
+                         "ClusterRole"],
+                        ["rolebindings", "rbac.authorization.k8s.io/v1", "true",
+                         "RoleBinding"],
+                        ["roles", "rbac.authorization.k8s.io/v1", "true", "Role"]]
     wide = table_lines(kubectl("api-resources", "-o", "wide"))
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     pods = next(row for row in wide if row[0] == "pods")
@@ -362,7 +390,9 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
         assert "pods" in [r.name for r in core.resources]
         assert client.CoreApi(api_client).get_api_versions().versions == ["v1"]
         groups = client.ApisApi(api_client).get_api_versions().groups
-        assert [g.name for g in groups] == ["events.k8s.io", "coordination.k8s.io"]
+        assert [g.name for g in groups] == ["events.k8s.io", "authentication.k8s.io",
+                                            "authorization.k8s.io",
+                                            "rbac.authorization.k8s.io", "coordination.k8s.io"]
         assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"
         events = client.EventsV1Api(api_client).get_api_resources()
         assert [(r.name, r.kind, r.short_names) for r in events.resources] == [

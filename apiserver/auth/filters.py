@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from apiserver.auth import USER_SCOPE_KEY, Attributes, Authorizer, Decision, UserInfo
+from apiserver.auth import USER_SCOPE_KEY, Authorizer, Decision, UserInfo
 from apiserver.auth.authn import Authenticator
+from apiserver.auth.forbidden import forbidden
+from apiserver.auth.impersonation import impersonate
 from apiserver.auth.requestinfo import query_of, request_attributes
 from apiserver.storage import encode
 from common import errors
@@ -15,43 +17,12 @@ from common import errors
 ASGIApp = Any
 
 
-def qualified_resource(attributes: Attributes) -> str:
-    """`pods`, `leases.coordination.k8s.io`: schema.GroupResource's String()."""
-    if attributes.api_group:
-        return f"{attributes.resource}.{attributes.api_group}"
-    return attributes.resource
-
-
-def forbidden_message(attributes: Attributes) -> str:
-    """responsewriters' forbiddenMessage."""
-    user = attributes.user.name
-    if not attributes.resource_request:
-        return f'User "{user}" cannot {attributes.verb} path "{attributes.path}"'
-    resource = attributes.resource
-    if attributes.subresource:
-        resource = f"{resource}/{attributes.subresource}"
-    where = (f'in the namespace "{attributes.namespace}"' if attributes.namespace
-             else "at the cluster scope")
-    return (f'User "{user}" cannot {attributes.verb} resource "{resource}" in API group '
-            f'"{attributes.api_group}" {where}')
-
-
-def forbidden(attributes: Attributes, reason: str) -> errors.Forbidden:
-    """responsewriters.ForbiddenStatusError: apierrors.NewForbidden of the request's
-    group/resource and name."""
-    message = forbidden_message(attributes)
-    if reason:
-        message = f"{message}: {reason}"
-    resource = qualified_resource(attributes) if attributes.resource_request else ""
-    if not resource:
-        full = f"forbidden: {message}"
-    elif attributes.name:
-        full = f'{resource} "{attributes.name}" is forbidden: {message}'
-    else:
-        full = f"{resource} is forbidden: {message}"
-    details = {"name": attributes.name, "group": attributes.api_group,
-               "kind": attributes.resource if attributes.resource_request else ""}
-    return errors.Forbidden(full, details={k: v for k, v in details.items() if v})
+def request_headers(scope: Any) -> dict[str, list[str]]:
+    """Lower-cased header names -> every value sent (Impersonate-Group may repeat)."""
+    headers: dict[str, list[str]] = {}
+    for name, value in scope.get("headers", ()):
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return headers
 
 
 async def send_status(send: Any, err: errors.ApiError) -> None:
@@ -78,6 +49,11 @@ class Secured:
         try:
             user = self.authenticator.authenticate(scope)
         except errors.Unauthorized as e:
+            await self.refuse(scope, send, e)
+            return
+        try:  # kube's WithImpersonation: after authentication, before authorization
+            user = await impersonate(user, request_headers(scope), self.authorizer)
+        except errors.ApiError as e:
             await self.refuse(scope, send, e)
             return
         scope[USER_SCOPE_KEY] = user

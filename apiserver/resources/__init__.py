@@ -19,6 +19,13 @@ from apiserver.resources.leases import LEASES
 from apiserver.resources.namespaces import NAMESPACES
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
+from apiserver.resources.rbac import (
+    CLUSTER_ROLE_BINDINGS,
+    CLUSTER_ROLES,
+    ROLE_BINDINGS,
+    ROLES,
+)
+from apiserver.resources.reviews import REVIEWS
 
 __all__ = ["RESOURCES", "SERVED", "Resource", "collection_prefix", "group_version", "groups", "lookup",
            "namespace_key", "object_key"]
@@ -29,10 +36,15 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     EVENTS,
     NAMESPACES,
     LEASES,
+    ROLES,
+    CLUSTER_ROLES,
+    ROLE_BINDINGS,
+    CLUSTER_ROLE_BINDINGS,
 )}
 
-# Every group/version/resource served: the stored ones and their other versions.
-SERVED: tuple[Resource, ...] = (*RESOURCES.values(), EVENTS_V1)
+# Every group/version/resource served: the stored ones, their other versions, and the
+# create-only reviews that are never stored.
+SERVED: tuple[Resource, ...] = (*RESOURCES.values(), EVENTS_V1, *REVIEWS)
 
 # group/version ("v1", "coordination.k8s.io/v1") -> plural -> Resource
 BY_GROUP_VERSION: dict[str, dict[str, Resource]] = {}
@@ -47,7 +59,9 @@ def lookup(api_version: str, plural: str) -> Resource | None:
 
 # kube-apiserver lists groups by priority (kube-aggregator's apiVersionPriorities), highest
 # first, then by name; `kubectl api-resources` prints them in that order.
-GROUP_PRIORITY = {"events.k8s.io": 17750, "coordination.k8s.io": 16500}
+GROUP_PRIORITY = {"events.k8s.io": 17750, "authentication.k8s.io": 17700,
+                  "authorization.k8s.io": 17600, "rbac.authorization.k8s.io": 17000,
+                  "coordination.k8s.io": 16500}
 
 
 def groups() -> dict[str, list[str]]:

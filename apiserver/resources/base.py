@@ -9,11 +9,12 @@ discovery, openapi) asks it and never names a resource.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from apiserver.auth import UserInfo
 from apiserver.objects import mark_for_deletion
 from apiserver.selectors import SelectableFields
 from common.models import KubeModel
@@ -62,6 +63,16 @@ class SubresourceUpdate:
     # (new, old) -> causes, after the ObjectMeta update rules every kind gets; may refuse
     # with an ApiError (validating admission).
     validate: Callable[[Object, Object], list[Cause]]
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who sent a request to a review resource, and the authorizer that answers it (the
+    `--authorization-mode` chain, which can also list the rules a user has)."""
+
+    user: UserInfo
+    authorizer: Any
+    namespace: str | None = None  # of a namespaced review's URL
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -134,6 +145,11 @@ class Resource:
     stored_version: str = ""
     to_storage: Mutation | None = None
     from_storage: Mutation | None = None
+
+    # --- create-only, never stored (the review APIs: SubjectAccessReview, SelfSubjectReview)
+    # (the decoded body, the `Caller`) -> the answer. The registry is not involved: no etcd
+    # key, no watch cache; only POST on the collection is served, discovery says [create].
+    review: Callable[[Object, Caller], Awaitable[Object]] | None = None
 
     # --- reads
     # Field selectors; None: only metadata.name and metadata.namespace, kube's default.
