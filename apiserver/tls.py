@@ -19,6 +19,7 @@ import ctypes
 import logging
 import platform
 import ssl
+import sys
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -34,7 +35,8 @@ _ACCEPT_ANY = _VerifyCallback(lambda _preverify_ok, _store: 1)
 def request_any_client_certificate(context: ssl.SSLContext) -> bool:
     """Ask clients for a certificate and let the handshake pass whatever they present
     (verified later, per request). False when this Python does not allow it."""
-    if platform.python_implementation() != "CPython":
+    # the SSL_CTX pointer is read from CPython's PySSLContext, laid out as below in 3.11-3.13
+    if platform.python_implementation() != "CPython" or not (3, 11) <= sys.version_info[:2] <= (3, 13):
         return False
     try:
         import _ssl
