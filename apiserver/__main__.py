@@ -41,6 +41,7 @@ from apiserver.auth.authn import UNSECURED, Authenticator, load_ca_bundle, parse
 from apiserver.auth.filters import Secured, Unsecured
 from apiserver.auth.modes import MODES
 from apiserver.tls import TLSHttpToolsProtocol, server_context
+from common.flags import boolean
 
 log = logging.getLogger("apiserver")
 
@@ -96,16 +97,6 @@ def parser() -> argparse.ArgumentParser:
     # set by the supervisor for the workers it starts
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     return p
-
-
-def boolean(text: str) -> bool:
-    """`--anonymous-auth=false`, as Go's flag package reads booleans."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true"):
-        return True
-    if value in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (true or false)")
 
 
 def comma_list(text: str) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import re
 
+from common.flags import boolean
 from common.leaderelection import LeaderElectionConfig, timing_errors
 from scheduler.main import DEFAULT_SCHEDULER_NAME, Options, serve
 from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
@@ -21,16 +22,6 @@ def duration(text: str) -> float:
     if match is None:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r} (e.g. 15s, 500ms)")
     return float(match.group(1)) * _DURATION_UNITS[match.group(2) or "s"]
-
-
-def boolean(text: str) -> bool:
-    """`--leader-elect=false`, as Go's flag package reads booleans."""
-    value = text.strip().lower()
-    if value in ("1", "t", "true"):
-        return True
-    if value in ("0", "f", "false"):
-        return False
-    raise argparse.ArgumentTypeError(f"invalid boolean {text!r} (true or false)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -219,20 +219,9 @@ def validate_ephemeral_containers_update(new: dict[str, Any], old: dict[str, Any
                                         "not be removed\n"))
         elif comparable(after) != comparable(before):
             errs.append(forbidden(path, f"existing ephemeral containers {go_quote(name)} may "
-                                        "not be changed\n" + container_diff(before, after)))
+                                        "not be changed\n"
+                                        + struct_diff("core.EphemeralContainer", before, after)))
     return errs
-
-
-def container_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """A short cmp.Diff-like listing of what differs between two containers."""
-    lines = ["  core.EphemeralContainer{"]
-    for path, before, after in differences(comparable(old), comparable(new), ""):
-        if before is not _MISSING:
-            lines.append(f"- \t{path}: {json.dumps(before, sort_keys=True)},")
-        if after is not _MISSING:
-            lines.append(f"+ \t{path}: {json.dumps(after, sort_keys=True)},")
-    lines.append("  }")
-    return "\n".join(lines)
 
 
 def validate_container(container: dict[str, Any], volumes: set[str], path: str) -> list[Cause]:
@@ -468,7 +457,7 @@ def validate_pod_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]
     if comparable(munged) != comparable(old_spec):
         errs.append(forbidden("spec", "pod updates may not change fields other than "
                               + ",".join(UPDATABLE_POD_SPEC_FIELDS) + "\n"
-                              + spec_diff(old_spec, munged)))
+                              + struct_diff("core.PodSpec", old_spec, munged)))
     return errs
 
 
@@ -515,9 +504,9 @@ def comparable(value: Any) -> Any:
     return value
 
 
-def spec_diff(old: dict[str, Any], new: dict[str, Any]) -> str:
-    """A short cmp.Diff-like listing of what differs between two pod specs."""
-    lines = ["  core.PodSpec{"]
+def struct_diff(type_name: str, old: dict[str, Any], new: dict[str, Any]) -> str:
+    """A short cmp.Diff-like listing of what differs between two structs (`core.PodSpec`)."""
+    lines = [f"  {type_name}{{"]
     for path, before, after in differences(comparable(old), comparable(new), ""):
         if before is not _MISSING:
             lines.append(f"- \t{path}: {json.dumps(before, sort_keys=True)},")
