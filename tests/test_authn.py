@@ -197,7 +197,8 @@ def rbac_secure(etcd: Etcd, pki_dir: Path,
     """HTTPS only, every request put to the Node and RBAC authorizers, as `make up` runs."""
     server = SecureApiServer(etcd, tmp_path_factory.mktemp("rbac"), pki_dir,
                              name="apiserver-rbac", plain=False,
-                             extra_args=("--authorization-mode=Node,RBAC",)).start()
+                             extra_args=("--authorization-mode=Node,RBAC",
+                                         "--etcd-prefix", f"/{unique('rbac')}")).start()
     yield server
     server.stop()
 

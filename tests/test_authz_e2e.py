@@ -209,3 +209,6 @@ def test_the_scheduler_binds_and_reads_but_does_not_delete(as_: dict[str, Kubect
     assert can_i(scheduler, "create", "events") == "yes"
     assert can_i(scheduler, "delete", "nodes") == "no"
     assert can_i(scheduler, "get", "secrets") == "no"
+    # beyond kube's role: its unschedulable-nodes annotation, and nothing else of a pod's
+    assert can_i(scheduler, "patch", "pods") == "yes"
+    assert can_i(scheduler, "update", "pods") == "no"

@@ -173,6 +173,9 @@ def cluster_roles() -> list[Object]:
             rule(["get", "update"], [""], ["endpoints"], names=["kube-scheduler"]),
             rule(READ, [""], ["nodes"]),
             rule(["get", "list", "watch", "delete"], [""], ["pods"]),
+            # kubelite's addition to kube's role: the scheduler explains an unschedulable
+            # pod node by node in its scheduler.kubelite.io/unschedulable-nodes annotation
+            rule(["patch"], [""], ["pods"]),
             rule(["create"], [""], ["pods/binding", "bindings"]),
             rule(["patch", "update"], [""], ["pods/status"]),
             rule(READ, [""], ["services", "replicationcontrollers"]),
