@@ -403,7 +403,6 @@ def raw(draw: st.DrawFn) -> FuzzRequest:
 FAMILIES = {"create pod": create_pod(), "create node": create_node(), "patch": patch(),
             "put pod": put(), "delete": delete(), "binding": binding(), "read/watch": read(),
             "raw body": raw()}
-requests = st.one_of(*FAMILIES.values())
 
 
 # -- properties -----------------------------------------------------------------------------
