@@ -57,6 +57,7 @@ from apiserver.resources import Resource, group_version, lookup
 from apiserver.resources.base import Caller
 from apiserver.resources.nodes import NODES
 from apiserver.selectors import parse_field_selector, parse_label_selector
+from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import Storage, TooLarge, Unavailable, encode
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
@@ -636,7 +637,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                controllers: bool = True,
                authorization_modes: Sequence[str] = ("AlwaysAllow",)) -> ResourceFront:
     """The apiserver's ASGI app. `controllers`: whether this process also runs the
-    in-process controllers (namespace lifecycle); with --workers only worker 0 does. Every
+    in-process controllers (namespace lifecycle, each namespace's default ServiceAccount);
+    with --workers only worker 0 does. Every
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
     (`front.authorizer`)."""
@@ -647,6 +649,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     registry.write_checks = write_checks(registry, authorizer)
     server = ApiServer(registry)
     namespaces = NamespaceController(registry)
+    service_accounts_controller = ServiceAccountsController(registry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -655,10 +658,12 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         if controllers:
             await reconcile_bootstrap_policy(registry)
             namespaces.start()
+            service_accounts_controller.start()
         compactor.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
         await compactor.stop()
+        await service_accounts_controller.stop()
         await namespaces.stop()
         await registry.cacher.stop()
         await storage.close()

@@ -689,3 +689,18 @@ class SelfSubjectReview(KubeModel):
     api_version: str | None = None
     metadata: ObjectMeta | None = None
     status: SelfSubjectReviewStatus | None = None
+
+
+# --- ServiceAccounts and their tokens (core/v1, authentication.k8s.io/v1) ---------------------
+
+class LocalObjectReference(KubeModel):
+    name: str | None = None
+
+
+class ServiceAccount(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    secrets: list[ObjectReference] | None = None
+    image_pull_secrets: list[LocalObjectReference] | None = None
+    automount_service_account_token: bool | None = None

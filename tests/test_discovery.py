@@ -77,7 +77,7 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
         "pods/binding", "pods/ephemeralcontainers", "pods/eviction", "pods/log", "pods/status",
-        "services"]
+        "serviceaccounts", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -93,6 +93,7 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert (by_name["namespaces"]["kind"], by_name["namespaces"]["shortNames"]) == (
         "Namespace", ["ns"])
     assert by_name["services"]["verbs"] == ["get", "list"]
+    assert by_name["serviceaccounts"]["shortNames"] == ["sa"]
 
 
 async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
@@ -262,6 +263,7 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["namespaces", "ns", "v1", "false", "Namespace"],
                         ["nodes", "no", "v1", "false", "Node"],
                         ["pods", "po", "v1", "true", "Pod"],
+                        ["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
                         ["services", "svc", "v1", "true", "Service"],
                         # no short name: the column is blank
                         ["selfsubjectreviews", "authentication.k8s.io/v1", "false",

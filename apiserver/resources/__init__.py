@@ -26,6 +26,7 @@ from apiserver.resources.rbac import (
     ROLES,
 )
 from apiserver.resources.reviews import REVIEWS
+from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 
 __all__ = ["RESOURCES", "SERVED", "Resource", "collection_prefix", "group_version", "groups", "lookup",
            "namespace_key", "object_key"]
@@ -36,6 +37,7 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     EVENTS,
     NAMESPACES,
     LEASES,
+    SERVICE_ACCOUNTS,
     ROLES,
     CLUSTER_ROLES,
     ROLE_BINDINGS,
