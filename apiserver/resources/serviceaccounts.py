@@ -1,5 +1,6 @@
 """ServiceAccounts (core/v1): the strategy of pkg/registry/core/serviceaccount, as one
-`Resource`. A ServiceAccount is an identity for processes in pods."""
+`Resource`. A ServiceAccount is an identity for processes in pods; its tokens are minted by
+the `token` subresource (TokenRequest, apiserver/serviceaccount_tokens.py)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def service_account_cells(sa: dict[str, Any], now: datetime) -> list[Any]:
 SERVICE_ACCOUNTS = Resource(
     plural="serviceaccounts", singular="serviceaccount", kind="ServiceAccount",
     namespaced=True, model=ServiceAccount, storage_name="serviceaccounts",
-    short_names=("sa",),
+    subresources=frozenset({"token"}), short_names=("sa",),
     descriptions={"ServiceAccount": "ServiceAccount binds together: * a name, understood by "
                                     "users, and perhaps by peripheral systems, for an "
                                     "identity * a principal that can be authenticated and "
