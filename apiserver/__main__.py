@@ -40,6 +40,12 @@ from apiserver.app import create_app
 from apiserver.auth.authn import UNSECURED, Authenticator, load_ca_bundle, parse_token_file
 from apiserver.auth.filters import Secured, Unsecured
 from apiserver.auth.modes import MODES
+from apiserver.auth.serviceaccount import (
+    DEFAULT_ISSUER,
+    ServiceAccountTokens,
+    load_public_keys,
+    load_signing_key,
+)
 from apiserver.tls import TLSHttpToolsProtocol, server_context
 from common.flags import boolean
 
@@ -86,6 +92,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--authorization-mode", type=comma_list, default=("AlwaysAllow",),
                    help=f"comma-separated, in order, of {', '.join(MODES)} "
                         f"(default AlwaysAllow)")
+    p.add_argument("--service-account-key-file", action="append", default=[],
+                   help="PEM keys (public, or private for their public half) that verify "
+                        "ServiceAccount tokens; repeatable (default: the signing key's)")
+    p.add_argument("--service-account-signing-key-file",
+                   help="the private key (PEM) that signs ServiceAccount tokens (TokenRequest)")
+    p.add_argument("--service-account-issuer", default=DEFAULT_ISSUER,
+                   help=f"the `iss` of the tokens it issues and accepts (default "
+                        f"{DEFAULT_ISSUER})")
+    p.add_argument("--api-audiences", type=comma_list, default=(),
+                   help="comma-separated audiences a token must have one of (default: the "
+                        "issuer)")
+    p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0,
+                   help="the longest a TokenRequest's token may live (e.g. 48h; 0: no cap)")
     p.add_argument("--event-ttl", type=parse_duration, default=3600,
                    help="how long events are kept (e.g. 1h)")
     p.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
@@ -114,7 +133,26 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error("nothing to serve: --port and --secure-port are both 0")
 
 
-def authenticator(args: argparse.Namespace) -> Authenticator:
+def service_account_tokens(args: argparse.Namespace) -> ServiceAccountTokens | None:
+    """The ServiceAccount token keys of the flags; None when none is given."""
+    key_files = args.service_account_key_file or (
+        [args.service_account_signing_key_file] if args.service_account_signing_key_file
+        else [])
+    if not key_files:
+        return None
+    try:
+        keys = tuple(k for f in key_files for k in load_public_keys(Path(f).read_bytes()))
+        signing = (load_signing_key(Path(args.service_account_signing_key_file).read_bytes())
+                   if args.service_account_signing_key_file else None)
+    except (OSError, ValueError) as e:
+        log.error("apiserver cannot load its service account keys: %s", e)
+        sys.exit(1)
+    return ServiceAccountTokens(keys=keys, issuer=args.service_account_issuer,
+                                api_audiences=tuple(args.api_audiences), signing_key=signing,
+                                max_expiration=args.service_account_max_token_expiration)
+
+
+def authenticator(args: argparse.Namespace, front: Any = None) -> Authenticator:
     """The authenticator of the flags; a clear one-line exit when a file is unusable."""
     try:
         cas = (load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file
@@ -126,7 +164,10 @@ def authenticator(args: argparse.Namespace) -> Authenticator:
     except (OSError, ValueError) as e:
         log.error("apiserver cannot load its credentials: %s", e)
         sys.exit(1)
-    return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth)
+    service_accounts = (front.service_account_user
+                        if front is not None and front.server.service_accounts else None)
+    return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth,
+                         service_account_tokens=service_accounts)
 
 
 def listen_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -233,7 +274,8 @@ def serve(args: argparse.Namespace) -> None:
                        etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
                        compaction_interval=args.etcd_compaction_interval,
                        controllers=worker in (None, 0),
-                       authorization_modes=args.authorization_mode)
+                       authorization_modes=args.authorization_mode,
+                       service_accounts=service_account_tokens(args))
     plain = open_socket(args, args.port) if args.port else None
     secure = open_socket(args, args.secure_port) if args.secure_port else None
     if plain is not None and worker in (None, 0):
@@ -251,8 +293,10 @@ def serve(args: argparse.Namespace) -> None:
         except (OSError, ssl.SSLError) as e:
             log.error("apiserver cannot load its serving certificate: %s", e)
             sys.exit(1)
+        authn = authenticator(args, front)
+        front.server.review_token = authn.authenticate_token
         secure_config = server_config(
-            Secured(front, authenticator(args), front.authorizer), args,
+            Secured(front, authn, front.authorizer), args,
             http=TLSHttpToolsProtocol, ssl_context_factory=lambda _config, _default: context,
             # the lifespan (etcd, caches, controllers) runs once, with the first server
             lifespan="on" if plain is None else "off")

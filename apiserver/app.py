@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,10 +35,12 @@ from apiserver import (
     schema,
     tables,
 )
-from apiserver.auth import Authorizer, request_user
+from apiserver.auth import Authorizer, UserInfo, request_user
 from apiserver.auth.admission import write_checks
+from apiserver.auth.authn import AuthenticationFailed
 from apiserver.auth.bootstrap import reconcile as reconcile_bootstrap_policy
 from apiserver.auth.modes import build_authorizer
+from apiserver.auth.serviceaccount import InvalidToken, ServiceAccountTokens
 from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
 from apiserver.compactor import Compactor
 from apiserver.decode import (
@@ -56,11 +59,15 @@ from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup
 from apiserver.resources.base import Caller
 from apiserver.resources.nodes import NODES
+from apiserver.resources.pods import PODS
+from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
+from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
+from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import Storage, TooLarge, Unavailable, encode
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
-from common.models import Binding
+from common.models import Binding, TokenRequest
 
 log = logging.getLogger("apiserver")
 
@@ -196,8 +203,12 @@ def applied_config(resource: Resource, document: Any, target: Target, *,
 
 
 class ApiServer:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry,
+                 service_accounts: ServiceAccountTokens | None = None) -> None:
         self.registry = registry
+        self.service_accounts = service_accounts
+        # TokenReview's: the secure port's authenticator, set once it is built
+        self.review_token: TokenReviewer | None = None
 
     async def serve(self, request: Request, api_version: str, path: str) -> Response:
         try:
@@ -260,6 +271,8 @@ class ApiServer:
                 return await self.patch(request, target)
         elif target.subresource == "binding" and method == "POST":
             return await self.bind(request, target)
+        elif target.subresource == "token" and method == "POST":
+            return await self.token(request, target)
         elif target.subresource == "log" and method == "GET":
             return await self.pod_log(request, target)
         elif target.subresource == "eviction" and method == "POST":
@@ -346,7 +359,7 @@ class ApiServer:
         assert target.resource.review is not None
         body, warnings, _ = await self.decode(request, target)
         caller = Caller(user=request_user(request.scope), authorizer=self.registry.authorizer,
-                        namespace=target.namespace)
+                        namespace=target.namespace, review_token=self.review_token)
         return json_response(await target.resource.review(body, caller), 201, warnings=warnings)
 
     async def create(self, request: Request, target: Target) -> Response:
@@ -524,6 +537,24 @@ class ApiServer:
                      (binding.get("target") or {}).get("name"))
         return json_response(SUCCESS_CREATED, 201)
 
+    async def token(self, request: Request, target: Target) -> Response:
+        """POST serviceaccounts/{name}/token (TokenRequest, `kubectl create token`)."""
+        assert target.name is not None and target.namespace is not None
+        if self.service_accounts is None or self.service_accounts.signing_key is None:
+            raise errors.NotFound("the server could not find the requested resource")
+        body = await decode_object(request, "TokenRequest", "authentication.k8s.io/v1")
+        token_request_body, _ = schema.decode(TokenRequest, body)
+        namespace = target.namespace
+        sa = await self.registry.get(SERVICE_ACCOUNTS, namespace, target.name)
+
+        async def get_pod(name: str) -> dict[str, Any]:
+            return await self.registry.get(PODS, namespace, name)
+
+        answer = await token_request(self.service_accounts, sa, token_request_body, get_pod,
+                                     int(time.time()))
+        log.info("issued a token for serviceaccount %s/%s", namespace, target.name)
+        return json_response(answer, 201)
+
     async def evict(self, request: Request, target: Target) -> Response:
         """POST pods/{name}/eviction (policy/v1 Eviction, what `kubectl drain` sends). No
         PodDisruptionBudget exists here, so an eviction is the pod's delete with the
@@ -634,19 +665,23 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                event_ttl: int = 3600,
                compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
                controllers: bool = True,
-               authorization_modes: Sequence[str] = ("AlwaysAllow",)) -> ResourceFront:
+               authorization_modes: Sequence[str] = ("AlwaysAllow",),
+               service_accounts: ServiceAccountTokens | None = None) -> ResourceFront:
     """The apiserver's ASGI app. `controllers`: whether this process also runs the
-    in-process controllers (namespace lifecycle); with --workers only worker 0 does. Every
+    in-process controllers (namespace lifecycle, each namespace's default ServiceAccount);
+    with --workers only worker 0 does. Every
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
-    (`front.authorizer`)."""
+    (`front.authorizer`). `service_accounts`: the ServiceAccount token keys and issuer
+    (TokenRequest; the secure port authenticates with `front.service_account_user`)."""
     storage = Storage(etcd_servers)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     registry.authorizer = authorizer = build_authorizer(authorization_modes, registry)
     registry.write_checks = write_checks(registry, authorizer)
-    server = ApiServer(registry)
+    server = ApiServer(registry, service_accounts)
     namespaces = NamespaceController(registry)
+    service_accounts_controller = ServiceAccountsController(registry)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -655,10 +690,12 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         if controllers:
             await reconcile_bootstrap_policy(registry)
             namespaces.start()
+            service_accounts_controller.start()
         compactor.start()
         log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
         yield
         await compactor.stop()
+        await service_accounts_controller.stop()
         await namespaces.stop()
         await registry.cacher.stop()
         await storage.close()
@@ -751,6 +788,31 @@ class ResourceFront:
         self.server = server
         self.app = app
         self.authorizer = authorizer
+
+    async def service_account_user(self, token: str, audiences: Sequence[str] = ()) -> tuple[
+            UserInfo, list[str]]:
+        """The ServiceAccount a token is for, while it and its bound pod exist unchanged
+        (kube's legacy and bound token validators); AuthenticationFailed otherwise."""
+        tokens = self.server.service_accounts
+        if tokens is None:
+            raise AuthenticationFailed("service account tokens are not configured")
+        registry = self.server.registry
+
+        def uid_of(resource: Resource) -> Callable[[str, str], Awaitable[str | None]]:
+            async def lookup(namespace: str, name: str) -> str | None:
+                try:
+                    obj = await registry.get(resource, namespace, name)
+                except errors.NotFound:
+                    return None
+                return str(obj["metadata"].get("uid", ""))
+            return lookup
+
+        try:
+            return await tokens.authenticate(
+                token, now=int(time.time()), service_account_uid=uid_of(SERVICE_ACCOUNTS),
+                pod_uid=uid_of(PODS), audiences=audiences)
+        except InvalidToken as e:
+            raise AuthenticationFailed(str(e)) from None
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -72,6 +72,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, "Binding", ("create",))
     if name == "log":
         return Subresource(name, kind, ("get",))
+    if name == "token":
+        return Subresource(name, "TokenRequest", ("create",), ("authentication.k8s.io", "v1"))
     if name == "eviction":
         return Subresource(name, "Eviction", ("create",), ("policy", "v1"))
     return Subresource(name, kind, STATUS_VERBS)

@@ -181,6 +181,22 @@ MESSAGES: dict[str, dict[int, F]] = {
     "SelfSubjectReview": {1: F("metadata", "ObjectMeta"),
                           2: refused("status", "SelfSubjectReviewStatus")},
     "SelfSubjectReviewStatus": {1: refused("userInfo", "UserInfo")},
+    # api core/v1 ServiceAccount (`kubectl create serviceaccount`)
+    "ServiceAccount": {1: F("metadata", "ObjectMeta"), 2: rep("secrets", "ObjectReference"),
+                       3: rep("imagePullSecrets", "LocalObjectReference"),
+                       4: ptr("automountServiceAccountToken", BOOL)},
+    "ObjectReference": {1: F("kind", STRING), 2: F("namespace", STRING), 3: F("name", STRING),
+                        4: F("uid", STRING), 5: F("apiVersion", STRING),
+                        6: F("resourceVersion", STRING), 7: F("fieldPath", STRING)},
+    # api authentication/v1 TokenRequest (serviceaccounts/token, `kubectl create token`)
+    "TokenRequest": {1: F("metadata", "ObjectMeta"), 2: F("spec", "TokenRequestSpec"),
+                     3: F("status", "TokenRequestStatus")},
+    "TokenRequestSpec": {1: rep("audiences", STRING), 4: ptr("expirationSeconds", INT),
+                         3: ptr("boundObjectRef", "BoundObjectReference")},
+    "BoundObjectReference": {1: F("kind", STRING), 2: F("apiVersion", STRING),
+                             3: F("name", STRING), 4: F("uid", STRING)},
+    "TokenRequestStatus": {1: refused("token", STRING),
+                           2: refused("expirationTimestamp", TIME)},
     "UserInfo": {1: refused("username", STRING), 2: refused("uid", STRING),
                  3: refused("groups", repeated=True), 4: refused("extra", repeated=True)},
     # api rbac/v1 (kubectl create role, clusterrole, rolebinding, clusterrolebinding)
@@ -578,6 +594,7 @@ def int_or_string(raw: bytes, path: str) -> int | str:
 KINDS: dict[str, tuple[str, ...]] = {
     "Namespace": ("v1",),
     "Pod": ("v1",),
+    "ServiceAccount": ("v1",),
     "DeleteOptions": (),  # every group version serves it (checked by the caller)
     "Eviction": ("policy/v1", "policy/v1beta1"),
     "Role": ("rbac.authorization.k8s.io/v1",),
@@ -589,6 +606,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "LocalSubjectAccessReview": ("authorization.k8s.io/v1",),
     "SelfSubjectRulesReview": ("authorization.k8s.io/v1",),
     "SelfSubjectReview": ("authentication.k8s.io/v1",),
+    "TokenRequest": ("authentication.k8s.io/v1",),
 }
 
 

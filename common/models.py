@@ -689,3 +689,57 @@ class SelfSubjectReview(KubeModel):
     api_version: str | None = None
     metadata: ObjectMeta | None = None
     status: SelfSubjectReviewStatus | None = None
+
+
+# --- ServiceAccounts and their tokens (core/v1, authentication.k8s.io/v1) ---------------------
+
+class LocalObjectReference(KubeModel):
+    name: str | None = None
+
+
+class ServiceAccount(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    secrets: list[ObjectReference] | None = None
+    image_pull_secrets: list[LocalObjectReference] | None = None
+    automount_service_account_token: bool | None = None
+
+
+class BoundObjectReference(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    name: str | None = None
+    uid: str | None = None
+
+
+class TokenRequestSpec(KubeModel):
+    audiences: list[str] | None = None
+    expiration_seconds: int | None = None
+    bound_object_ref: BoundObjectReference | None = None
+
+
+class TokenRequestStatus(KubeModel):
+    token: str | None = None
+    expiration_timestamp: str | None = None
+
+
+class TokenRequest(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: TokenRequestSpec | None = None
+    status: TokenRequestStatus | None = None
+
+
+class TokenReviewSpec(KubeModel):
+    token: str | None = None
+    audiences: list[str] | None = None
+
+
+class TokenReview(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: TokenReviewSpec | None = None
+    status: Opaque | None = None

@@ -196,6 +196,8 @@ def apiserver_component(options: Options) -> Component:
         "--tls-cert-file", str(certs / "apiserver.crt"),
         "--tls-private-key-file", str(certs / "apiserver.key"),
         "--client-ca-file", str(certs / "ca.crt"),
+        "--service-account-key-file", str(certs / "sa.pub"),
+        "--service-account-signing-key-file", str(certs / "sa.key"),
         "--authorization-mode", options.authorization_mode,
     ), health_url=f"{options.apiserver_url}/readyz",
         ports=(("apiserver", options.secure_port),))

@@ -254,7 +254,10 @@ class SecureApiServer:
             "--tls-cert-file", str(pki_dir / "apiserver.crt"),
             "--tls-private-key-file", str(pki_dir / "apiserver.key"),
             "--client-ca-file", str(pki_dir / "ca.crt"),
-            "--token-auth-file", str(workdir / "tokens.csv"), *extra_args,
+            "--token-auth-file", str(workdir / "tokens.csv"),
+            *(("--service-account-key-file", str(pki_dir / "sa.pub"),
+               "--service-account-signing-key-file", str(pki_dir / "sa.key"))
+              if (pki_dir / "sa.key").exists() else ()), *extra_args,
         ], workdir / f"{name}.log")
         self.ca = (pki_dir / "ca.crt").read_bytes()
         self.admin = client_context(pki_dir, "admin")

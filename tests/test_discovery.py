@@ -77,7 +77,7 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
         "pods/binding", "pods/ephemeralcontainers", "pods/eviction", "pods/log", "pods/status",
-        "services"]
+        "serviceaccounts", "serviceaccounts/token", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -93,6 +93,11 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert (by_name["namespaces"]["kind"], by_name["namespaces"]["shortNames"]) == (
         "Namespace", ["ns"])
     assert by_name["services"]["verbs"] == ["get", "list"]
+    assert by_name["serviceaccounts"]["shortNames"] == ["sa"]
+    assert by_name["serviceaccounts/token"] == {
+        "name": "serviceaccounts/token", "singularName": "", "namespaced": True,
+        "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+        "verbs": ["create"]}
 
 
 async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
@@ -135,7 +140,11 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
         "resource": "selfsubjectreviews",
         "responseKind": {"group": "authentication.k8s.io", "version": "v1",
                          "kind": "SelfSubjectReview"},
-        "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]}]
+        "scope": "Cluster", "singularResource": "selfsubjectreview", "verbs": ["create"]}, {
+        "resource": "tokenreviews",
+        "responseKind": {"group": "authentication.k8s.io", "version": "v1",
+                         "kind": "TokenReview"},
+        "scope": "Cluster", "singularResource": "tokenreview", "verbs": ["create"]}]
     assert [item for item in items if item["metadata"]["name"] in (
         "events.k8s.io", "coordination.k8s.io")] == [{
         "metadata": {"name": "events.k8s.io", "creationTimestamp": None},
@@ -262,10 +271,12 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["namespaces", "ns", "v1", "false", "Namespace"],
                         ["nodes", "no", "v1", "false", "Node"],
                         ["pods", "po", "v1", "true", "Pod"],
+                        ["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
                         ["services", "svc", "v1", "true", "Service"],
                         # no short name: the column is blank
                         ["selfsubjectreviews", "authentication.k8s.io/v1", "false",
                          "SelfSubjectReview"],
+                        ["tokenreviews", "authentication.k8s.io/v1", "false", "TokenReview"],
                         ["localsubjectaccessreviews", "authorization.k8s.io/v1", "true",
                          "LocalSubjectAccessReview"],
                         ["selfsubjectaccessreviews", "authorization.k8s.io/v1", "false",

@@ -1,7 +1,8 @@
 """Who is asking: kube-apiserver's request authenticators, in its order.
 
 x509 client certificates (verified against `--client-ca-file`: CN is the user, each O a
-group), then bearer tokens from `--token-auth-file`; the first that succeeds decides. A
+group), then bearer tokens from `--token-auth-file`, then ServiceAccount tokens
+(apiserver/auth/serviceaccount.py); the first that succeeds decides. A
 credential that is presented but fails (an unknown token, a certificate that does not
 verify) is a 401 even when anonymous requests are allowed (kube's FailOnError union in
 front of the anonymous authenticator); no credential at all is `system:anonymous` when
@@ -16,7 +17,7 @@ import datetime
 import functools
 import io
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,15 +155,54 @@ def client_certificate(scope: Mapping[str, Any]) -> str | None:
 # --- the union ------------------------------------------------------------------------------
 
 
+# (a bearer token, the audiences asked for, () for the apiserver's) -> (its user, the
+# audiences it is good for); AuthenticationFailed when it is not a valid one.
+TokenAuthenticator = Callable[[str, Sequence[str]], Awaitable[tuple[UserInfo, list[str]]]]
+
+
 @dataclass(frozen=True)
 class Authenticator:
     client_cas: tuple[x509.Certificate, ...] = ()
     tokens: Mapping[str, UserInfo] | None = None
     anonymous: bool = True
+    service_account_tokens: TokenAuthenticator | None = None
 
     def authenticate(self, scope: Mapping[str, Any]) -> UserInfo:
-        """The request's user; errors.Unauthorized when it has none."""
+        """The request's user by certificate or token file; errors.Unauthorized when it
+        has none (ServiceAccount tokens are `authenticate_request`'s)."""
         failures: list[str] = []
+        user = self.static_user(scope, failures)
+        if user is not None:
+            return user
+        return self.fallback(scope, failures)
+
+    async def authenticate_request(self, scope: Mapping[str, Any]) -> UserInfo:
+        """The request's user, ServiceAccount tokens included."""
+        failures: list[str] = []
+        user = self.static_user(scope, failures)
+        if user is not None:
+            return user
+        token = bearer_token(scope.get("headers") or ())
+        if token is not None and self.service_account_tokens is not None:
+            try:
+                user, _ = await self.service_account_tokens(token, ())
+                return user
+            except AuthenticationFailed as e:
+                failures.append(f"service account token: {e}")
+        return self.fallback(scope, failures)
+
+    async def authenticate_token(self, token: str, audiences: Sequence[str] = ()) -> tuple[
+            UserInfo, list[str]]:
+        """A bearer token's user and audiences (TokenReview); AuthenticationFailed when it
+        has none. Token-file tokens are good for any audience asked."""
+        found = (self.tokens or {}).get(token)
+        if found is not None:
+            return with_authenticated(found), list(audiences)
+        if self.service_account_tokens is None:
+            raise AuthenticationFailed("not in the token file")
+        return await self.service_account_tokens(token, audiences)
+
+    def static_user(self, scope: Mapping[str, Any], failures: list[str]) -> UserInfo | None:
         pem = client_certificate(scope)
         if pem is not None and self.client_cas:
             try:
@@ -176,7 +216,11 @@ class Authenticator:
             found = (self.tokens or {}).get(token)
             if found is not None:
                 return with_authenticated(found)
-            failures.append("invalid bearer token")
+            failures.append("not in the token file")
+        return None
+
+    def fallback(self, scope: Mapping[str, Any], failures: list[str]) -> UserInfo:
+        """No credential authenticated: 401 when one failed, else anonymous if allowed."""
         if failures:
             client = scope.get("client") or ("?", 0)
             log.info("unable to authenticate the request from %s: %s", client[0],

@@ -47,7 +47,7 @@ class Secured:
             await self.app(scope, receive, send)
             return
         try:
-            user = self.authenticator.authenticate(scope)
+            user = await self.authenticator.authenticate_request(scope)
         except errors.Unauthorized as e:
             await self.refuse(scope, send, e)
             return

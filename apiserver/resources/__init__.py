@@ -26,6 +26,8 @@ from apiserver.resources.rbac import (
     ROLES,
 )
 from apiserver.resources.reviews import REVIEWS
+from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
+from apiserver.resources.tokens import TOKEN_REVIEWS
 
 __all__ = ["RESOURCES", "SERVED", "Resource", "collection_prefix", "group_version", "groups", "lookup",
            "namespace_key", "object_key"]
@@ -36,6 +38,7 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     EVENTS,
     NAMESPACES,
     LEASES,
+    SERVICE_ACCOUNTS,
     ROLES,
     CLUSTER_ROLES,
     ROLE_BINDINGS,
@@ -44,7 +47,7 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
 
 # Every group/version/resource served: the stored ones, their other versions, and the
 # create-only reviews that are never stored.
-SERVED: tuple[Resource, ...] = (*RESOURCES.values(), EVENTS_V1, *REVIEWS)
+SERVED: tuple[Resource, ...] = (*RESOURCES.values(), EVENTS_V1, *REVIEWS, TOKEN_REVIEWS)
 
 # group/version ("v1", "coordination.k8s.io/v1") -> plural -> Resource
 BY_GROUP_VERSION: dict[str, dict[str, Resource]] = {}

@@ -73,6 +73,8 @@ class Caller:
     user: UserInfo
     authorizer: Any
     namespace: str | None = None  # of a namespaced review's URL
+    # TokenReview: (token, audiences) -> (user, audiences), AuthenticationFailed otherwise
+    review_token: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
