@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 
 from apiserver import managed_fields, objects
-from apiserver.cacher import Flush
 from apiserver.registry import Registry
 from apiserver.resources import RESOURCES
 from apiserver.resources.namespaces import DEFAULT_NAMESPACES, NAMESPACES, is_terminating
 from apiserver.storage import KeyExists, StorageError, Unavailable
-from apiserver.watch import Change, WatchRequest, open_watch
+from apiserver.watch import changes
 from common import errors
 
 log = logging.getLogger("apiserver.namespaces")
@@ -77,16 +75,7 @@ class NamespaceController:
 
     async def _watch(self) -> None:
         """List and watch namespaces until the watch ends; finalize every Terminating one."""
-        events = await open_watch(self.registry, WatchRequest(
-            resource=NAMESPACES, namespace=None, resource_version=None, labels=None,
-            fields=None, timeout_seconds=math.inf, bookmarks=False))
-        async for event in events:
-            if isinstance(event, Flush):
-                continue
-            if not isinstance(event, Change):
-                if event["type"] == "ERROR":
-                    return  # 410: list again
-                continue
+        async for event in changes(self.registry, NAMESPACES):
             namespace = event.item.obj
             if event.type in ("ADDED", "MODIFIED") and is_terminating(namespace):
                 self.finalize(namespace["metadata"]["name"])

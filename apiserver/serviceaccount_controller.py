@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections.abc import Callable
 
-from apiserver.cacher import Flush
 from apiserver.registry import Registry
 from apiserver.resources.base import Resource
 from apiserver.resources.namespaces import NAMESPACES, is_terminating
 from apiserver.resources.serviceaccounts import DEFAULT_SERVICE_ACCOUNT, SERVICE_ACCOUNTS
 from apiserver.storage import StorageError
-from apiserver.watch import Change, WatchRequest, open_watch
+from apiserver.watch import Change, changes
 from common import errors
 
 log = logging.getLogger("apiserver.serviceaccounts")
@@ -75,16 +73,7 @@ class ServiceAccountsController:
 
     async def _watch(self, resource: Resource, to_sync: Callable[[Change], str | None]) -> None:
         """List and watch `resource` until the watch ends, syncing what it names."""
-        events = await open_watch(self.registry, WatchRequest(
-            resource=resource, namespace=None, resource_version=None, labels=None,
-            fields=None, timeout_seconds=math.inf, bookmarks=False))
-        async for event in events:
-            if isinstance(event, Flush):
-                continue
-            if not isinstance(event, Change):
-                if event["type"] == "ERROR":
-                    return  # 410: list again
-                continue
+        async for event in changes(self.registry, resource):
             namespace = to_sync(event)
             if namespace is not None:
                 await self.sync(namespace)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -145,6 +146,19 @@ async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator
             # replayed: etcd's own watch answers (410, or from the oldest revision kept).
             return _events(registry, request, [], start, from_cache=False)
     return _events(registry, request, initial, start)
+
+
+async def changes(registry: Registry, resource: Resource) -> AsyncIterator[Change]:
+    """What an in-process controller watches: every object of `resource` now (ADDED),
+    then each change, until the watch ends (a 410 included: the caller lists again)."""
+    events = await open_watch(registry, WatchRequest(
+        resource=resource, namespace=None, resource_version=None, labels=None,
+        fields=None, timeout_seconds=math.inf, bookmarks=False))
+    async for event in events:
+        if isinstance(event, Change):
+            yield event
+        elif isinstance(event, dict) and event["type"] == "ERROR":
+            return
 
 
 async def _events(registry: Registry, request: WatchRequest, initial: list[CachedObject],
