@@ -11,7 +11,7 @@ selfsubjectrulesreview}, pkg/registry/authentication/selfsubjectreview).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from apiserver.auth import Attributes, Decision, UserInfo
@@ -26,6 +26,7 @@ from common.models import (
     SelfSubjectRulesReview,
     SubjectAccessReview,
 )
+from common.timestamps import rfc3339
 
 AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
@@ -169,7 +170,13 @@ async def self_subject_rules_review(review: Object, caller: Caller) -> Object:
 
 
 async def self_subject_review(review: Object, caller: Caller) -> Object:
-    user = caller.user
+    return {"kind": "SelfSubjectReview", "apiVersion": SELF_SUBJECT_REVIEWS.api_version,
+            "metadata": {"creationTimestamp": rfc3339()},
+            "status": {"userInfo": user_info(caller.user)}}
+
+
+def user_info(user: UserInfo) -> Object:
+    """authentication/v1 UserInfo of a request's user (SelfSubjectReview, TokenReview)."""
     info: Object = {"username": user.name}
     if user.uid:
         info["uid"] = user.uid
@@ -177,9 +184,7 @@ async def self_subject_review(review: Object, caller: Caller) -> Object:
         info["groups"] = list(user.groups)
     if user.extra:
         info["extra"] = {k: list(v) for k, v in user.extra.items()}
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"kind": "SelfSubjectReview", "apiVersion": SELF_SUBJECT_REVIEWS.api_version,
-            "metadata": {"creationTimestamp": now}, "status": {"userInfo": info}}
+    return info
 
 
 # --- the Resources ----------------------------------------------------------------------------

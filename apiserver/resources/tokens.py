@@ -17,7 +17,7 @@ from apiserver.auth import UserInfo
 from apiserver.auth.authn import AuthenticationFailed
 from apiserver.auth.serviceaccount import ServiceAccountTokens, Subject
 from apiserver.resources.base import Caller
-from apiserver.resources.reviews import AUTHENTICATION_GROUP, check, review_resource
+from apiserver.resources.reviews import AUTHENTICATION_GROUP, check, review_resource, user_info
 from apiserver.validation import Cause, invalid, not_supported
 from common import errors
 from common.models import TokenReview
@@ -104,17 +104,6 @@ async def token_request(tokens: ServiceAccountTokens, sa: Object, request: Objec
 
 # (token, audiences) -> (the user, the audiences it is good for); AuthenticationFailed
 TokenReviewer = Callable[[str, Sequence[str]], Awaitable[tuple[UserInfo, list[str]]]]
-
-
-def user_info(user: UserInfo) -> Object:
-    info: Object = {"username": user.name}
-    if user.uid:
-        info["uid"] = user.uid
-    if user.groups:
-        info["groups"] = list(user.groups)
-    if user.extra:
-        info["extra"] = {k: list(v) for k, v in user.extra.items()}
-    return info
 
 
 async def token_review(review: Object, caller: Caller) -> Object:
