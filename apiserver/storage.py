@@ -35,6 +35,10 @@ MAX_REVISION = 2**63 - 1  # etcd's revisions are int64
 # Every etcd call answers (or fails) within this many seconds, so that a request
 # against a dead etcd becomes a 503 instead of a hang.
 CALL_TIMEOUT = 1.5
+# How long etcd's answer that it still holds a revision is taken as true for later ones
+# (compaction runs every few minutes; a watch from a revision compacted within this time
+# is replayed from the cache's window, as kube's cacher always does).
+COMPACTION_ANSWER_TTL = 1.0
 
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -197,6 +201,10 @@ class Storage:
         self._lease: Any = None
         self._watch: Any = None
         self.open_watches = 0  # etcd watch streams open right now (for /metrics)
+        # what is_compacted learned: etcd compacted everything below _compacted_below; it
+        # still held _kept[0] (and so every later revision) at monotonic time _kept[1]
+        self._compacted_below = 0
+        self._kept: tuple[int, float] | None = None
 
     async def start(self) -> None:
         self._channel = rpc.insecure_channel(self.target, options=_CHANNEL_OPTIONS)
@@ -326,6 +334,8 @@ class Storage:
         """Drop the history before `revision` (kube's compactor does not wait for the
         physical compaction, which may take longer than a call may)."""
         await self._call(self._kv.Compact, rpc.CompactionRequest(revision=revision))
+        self._compacted_below = max(self._compacted_below, revision)
+        self._kept = None
 
     async def swap_version(self, key: str, expected_version: int, value: bytes,
                            ) -> tuple[bool, int, int, bytes]:
@@ -347,14 +357,26 @@ class Storage:
         return False, revision, int(kvs[0].version), bytes(kvs[0].value)
 
     async def is_compacted(self, revision: int) -> bool:
-        """Whether etcd has compacted the history at `revision` away."""
+        """Whether etcd has compacted the history at `revision` away. Asked of etcd at most
+        once per COMPACTION_ANSWER_TTL for revisions at or after one it still held (every
+        watch from a resourceVersion asks), and never again below a known compaction."""
+        if revision < self._compacted_below:
+            return True
+        now = asyncio.get_running_loop().time()
+        if self._kept and revision >= self._kept[0] and now - self._kept[1] < \
+                COMPACTION_ANSWER_TTL:
+            return False
         try:
             await self._call(self._kv.Range, rpc.RangeRequest(key=b"\0", count_only=True,
                                                               revision=revision))
-        except Compacted:
+        except Compacted as e:
+            # a range names only the revision it asked for: that one and all before it are gone
+            self._compacted_below = max(self._compacted_below, e.compact_revision,
+                                        e.requested + 1)
             return True
         except FutureRevision:
             return False
+        self._kept = (revision, now)
         return False
 
     # -- watch -------------------------------------------------------------------------
