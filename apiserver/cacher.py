@@ -339,7 +339,8 @@ class ResourceCache:
         if self._pump is None or self._pump.done():
             self._pump = asyncio.create_task(self._write_markers())
         try:
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.shield(future)
         except TimeoutError:
             return False
         finally:
@@ -424,7 +425,8 @@ class ResourceCache:
             waiter = (written, arrived)
             self._waiters.append(waiter)
             try:
-                await asyncio.wait_for(asyncio.shield(arrived), MARKER_WAIT)
+                async with asyncio.timeout(MARKER_WAIT):
+                    await asyncio.shield(arrived)
             except TimeoutError:
                 pass
             finally:

@@ -243,7 +243,8 @@ class LeaderElector:
 
     async def _attempt(self, timeout: float) -> bool:
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=timeout)
+            async with asyncio.timeout(timeout):
+                return await self.try_acquire_or_renew()
         except TimeoutError:
             log.warning("lease %s: no answer within %.1fs", self.config.lease_key, timeout)
             return False
@@ -294,8 +295,8 @@ class LeaderElector:
         self.leading.clear()
         try:
             released = released_lease(self.latest, self.clock())
-            await asyncio.wait_for(self.client.update("leases", released),
-                                   timeout=self.config.renew_deadline)
+            async with asyncio.timeout(self.config.renew_deadline):
+                await self.client.update("leases", released)
         except (ApiError, httpx.HTTPError, TimeoutError) as e:
             log.warning("lease %s: could not release it: %s: %s", self.config.lease_key,
                         type(e).__name__, e)

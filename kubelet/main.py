@@ -146,7 +146,8 @@ async def run(args: argparse.Namespace) -> None:
         await workers.stop()
         server.should_exit = True
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(server_task, 5)
+            async with asyncio.timeout(5):
+                await server_task
         await api.aclose()
         await docker.aclose()
 

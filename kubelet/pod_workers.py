@@ -150,7 +150,8 @@ class EventSink:
     async def flush(self, wait_seconds: float = 5.0) -> None:
         if self.task is not None:
             with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(asyncio.shield(self.task), wait_seconds)
+                async with asyncio.timeout(wait_seconds):
+                    await asyncio.shield(self.task)
 
 
 @dataclass
@@ -263,7 +264,8 @@ class PodWorkers:
             timeout = max(worker.wake_at - self.clock(), 0.0)
             if not worker.wake.is_set() and timeout > 0:
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(worker.wake.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await worker.wake.wait()
             worker.wake.clear()
             worker.wake_at = self.clock() + self.config.resync_seconds
             await self._sync_once(worker)

@@ -160,7 +160,8 @@ class SchedulingQueue:
                 return item
             timeout = self.seconds_until_next_backoff()
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
             except TimeoutError:
                 pass
 
