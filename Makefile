@@ -72,4 +72,4 @@ down: venv
 	@$(PY) hack/up.py down $(UP_ARGS)
 
 clean: down
-	rm -rf .kubelite
+	rm -rf .kubelite .kubelite-compose

@@ -1,7 +1,7 @@
 """The compose kubelet's entrypoint: run the kubelet; when stopped, take its pods' containers
 down with it.
 
-    python hack/kubelet_entrypoint.py -- --apiserver URL --node-name node1 [kubelet flags...]
+    python hack/kubelet_entrypoint.py -- --kubeconfig FILE --node-name node1 [kubelet flags...]
 
 `docker compose down` stops each service with SIGTERM and removes its container, but it
 knows nothing of the pod containers a kubelet asked the Docker daemon for. The kubelet

@@ -9,14 +9,16 @@ processes, each in its own session so that Ctrl-C reaches this launcher only, wh
 stops them in order: kubelets, scheduler, apiserver, etcd.
 Each child logs to <state-dir>/logs/<component>.log; the console shows the lines worth
 seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
-at the apiserver (context `kubelite`).
+at the apiserver (context `kubernetes-admin@kubernetes`, as kubeadm names it; `kubelite`
+with --no-secure).
 
-With `--secure` (opt-in for now) it first creates the cluster PKI under <state-dir>/pki
+Secure by default, as k3s is: it first creates the cluster PKI under <state-dir>/pki
 (common.pki, kubeadm's layout; kept across runs), serves the apiserver only on HTTPS
 (--secure-port, client certificates verified against the cluster CA, --authorization-mode),
 gives the scheduler and each kubelet its own kubeconfig (system:kube-scheduler,
 system:node:NAME), and writes <state-dir>/kubeconfig with the CA and the admin certificate
-(kubernetes-admin in system:masters), so kubectl works unchanged.
+(kubernetes-admin in system:masters), so kubectl works unchanged. `--no-secure` is the
+development mode: plain HTTP on --port, loopback only, every request a superuser.
 
 `down` stops a running `up` (its pid file is <state-dir>/up.pid) and force-removes every
 container the cluster's kubelets made, found by the kubelite labels of its nodes.
@@ -95,7 +97,7 @@ class Options:
     pause_image: str = DEFAULT_PAUSE_IMAGE
     docker_socket: str = DEFAULT_DOCKER_SOCKET
     startup_timeout: float = 90.0
-    secure: bool = False  # HTTPS, certificates and authorization (--secure)
+    secure: bool = True  # HTTPS, certificates and authorization (--no-secure: plain HTTP)
     secure_port: int = 6443
     authorization_mode: str = "AlwaysAllow"
 
@@ -672,7 +674,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("command", nargs="?", choices=["up", "down"], default="up")
     parser.add_argument("--state-dir", type=Path, default=REPO / ".kubelite",
                         help="etcd data, logs, kubeconfig, pid file (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=8080, help="apiserver port")
+    parser.add_argument("--port", type=int, default=8080,
+                        help="the apiserver's plain-HTTP port with --no-secure "
+                             "(default: %(default)s)")
     parser.add_argument("--etcd-port", type=int, default=2379)
     parser.add_argument("--etcd-peer-port", type=int, default=2380)
     parser.add_argument("--scheduler-port", type=int, default=10259,
@@ -687,11 +691,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("--docker-socket", default=DEFAULT_DOCKER_SOCKET)
     parser.add_argument("--startup-timeout", type=float, default=90.0,
                         help="seconds each component may take to become ready")
-    parser.add_argument("--secure", action="store_true",
+    parser.add_argument("--secure", action=argparse.BooleanOptionalAction, default=True,
                         help="HTTPS with the cluster PKI in <state-dir>/pki, each component "
-                             "with its own certificate (preview; off by default)")
+                             "with its own certificate (the default); --no-secure: plain "
+                             "HTTP on --port, unauthenticated, for development")
     parser.add_argument("--secure-port", type=int, default=6443,
-                        help="the apiserver's HTTPS port with --secure (default: %(default)s)")
+                        help="the apiserver's HTTPS port (default: %(default)s)")
     parser.add_argument("--authorization-mode", default="Node,RBAC",
                         help="the apiserver's --authorization-mode with --secure "
                              "(default: %(default)s)")

@@ -13,13 +13,14 @@ the seeds' `node1`/`node2` are mapped to them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -184,13 +185,49 @@ async def run_seeds(server: str, nodes: Nodes) -> None:
 
 
 @dataclass
+class KubectlProxy:
+    """`kubectl proxy` with a kubeconfig: plain HTTP on loopback, every request forwarded
+    to the apiserver authenticated as the kubeconfig's user (how Kubernetes documents curl)."""
+
+    kubeconfig: Path
+    log_path: Path
+    port: int = field(default_factory=free_port)
+    process: Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> KubectlProxy:
+        """Start it unless it runs, and wait until it answers through the apiserver."""
+        if self.process is not None and self.process.alive():
+            return self
+        self.process = Process("kubectl-proxy", [
+            str(KUBECTL), "proxy", "--port", str(self.port),
+            "--kubeconfig", str(self.kubeconfig)], self.log_path).start()
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/readyz", timeout=2).text == "ok":
+                    return self
+            assert self.process.alive() and time.monotonic() < deadline, self.process.log()
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+@dataclass
 class Launcher:
-    """`hack/up.py` with its own state directory, ports and node names."""
+    """`hack/up.py` with its own state directory, ports and node names, secure as `make up`
+    is; plain HTTP clients go through `kubectl proxy`, as Kubernetes documents for curl."""
 
     state_dir: Path
     nodes: Nodes
-    port: int
+    port: int  # the apiserver's HTTPS port
     scheduler_port: int
+    proxy: KubectlProxy
     ports: list[str]
     process: Process | None = None
     starts: int = 0
@@ -202,11 +239,18 @@ class Launcher:
                  "--scheduler-port", str(scheduler_port),
                  "--kubelet-ports", f"{free_port()},{free_port()}"]
         return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(),
-                   scheduler_port=scheduler_port, ports=ports)
+                   scheduler_port=scheduler_port, ports=ports,
+                   proxy=KubectlProxy(state_dir / "kubeconfig",
+                                      state_dir.parent / "kubectl-proxy.log"))
+
+    @property
+    def apiserver(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
 
     @property
     def server(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """`kubectl proxy` to the apiserver, authenticated as the kubeconfig's admin."""
+        return self.proxy.url
 
     @property
     def scheduler(self) -> str:
@@ -214,7 +258,8 @@ class Launcher:
 
     def args(self, *command: str) -> list[str]:
         return [PYTHON, str(REPO / "hack" / "up.py"), *command,
-                "--state-dir", str(self.state_dir), "--port", str(self.port), *self.ports,
+                "--state-dir", str(self.state_dir), "--secure-port", str(self.port),
+                *self.ports,
                 "--nodes", f"{self.nodes.node1},{self.nodes.node2}"]
 
     def start(self) -> Launcher:
@@ -226,6 +271,7 @@ class Launcher:
         while time.monotonic() < deadline:
             console = self.process.log()
             if "kubelite is up" in console:
+                self.proxy.start()
                 return self
             if not self.process.alive():
                 raise AssertionError(f"hack/up.py exited early:\n{console}")
@@ -246,6 +292,7 @@ class Launcher:
         return self.process.proc.wait(timeout=90)
 
     def cleanup(self) -> None:
+        self.proxy.stop()
         if self.process is not None:
             self.process.stop(timeout=60)
         subprocess.run(self.args("down"), capture_output=True, timeout=120)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from tests.docker_support import (
     node_containers,
     remove_node_containers,
 )
-from tests.seeds import Nodes, example, kubectl, run_seeds, running_on
+from tests.seeds import KubectlProxy, Nodes, example, kubectl, run_seeds, running_on
 from tests.support import REPO, free_port
 
 pytestmark = pytest.mark.docker
@@ -59,10 +60,12 @@ class ComposeCluster:
     project: str
     nodes: Nodes
     env: dict[str, str]
+    proxy: KubectlProxy
 
     @property
     def server(self) -> str:
-        return f"http://127.0.0.1:{self.env['APISERVER_PORT']}"
+        """`kubectl proxy` with the admin.conf the `pki` service wrote."""
+        return self.proxy.url
 
     def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*compose_command(), "-p", self.project, *args], cwd=REPO,
@@ -76,7 +79,7 @@ class ComposeCluster:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[ComposeCluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster]:
     ensure_docker()
     build_images()
     nodes = Nodes.fresh("compose")
@@ -86,8 +89,12 @@ def cluster() -> Iterator[ComposeCluster]:
            "SCHEDULER_PORT": str(free_port()),
            "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
            "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port())}
-    started = ComposeCluster(project, nodes, env)
+    state = Path(tmp_path_factory.mktemp("compose")) / "state"
+    env["KUBELITE_STATE"] = str(state)
+    proxy = KubectlProxy(state / "pki" / "admin.conf", state.parent / "kubectl-proxy.log")
+    started = ComposeCluster(project, nodes, env, proxy)
     yield started
+    proxy.stop()
     started.compose("down", "--volumes", "--timeout", "60")
     remove_node_containers(nodes.node1)
     remove_node_containers(nodes.node2)
@@ -99,6 +106,19 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
     up = cluster.compose("up", "-d", "--wait", timeout=600)
     assert up.returncode == 0, up.stdout + up.stderr[-4000:] + "\n" + cluster.compose(
         "logs", "--no-color", "--tail", "40").stdout
+
+    # Secure as `make up`: HTTPS only, and nothing but /readyz and the like for anonymous.
+    ca = str(Path(cluster.env["KUBELITE_STATE"]) / "pki" / "ca.crt")
+    apiserver = f"https://127.0.0.1:{cluster.env['APISERVER_PORT']}"
+    trust = ssl.create_default_context(cafile=ca)
+    async with httpx.AsyncClient(base_url=apiserver, verify=trust, timeout=10) as anonymous:
+        assert (await anonymous.get("/readyz")).text == "ok"
+        denied = await anonymous.get("/api/v1/nodes")
+        assert denied.status_code == 403, denied.text
+        assert denied.json()["message"] == ('nodes is forbidden: User "system:anonymous" '
+                                            'cannot list resource "nodes" in API group "" '
+                                            'at the cluster scope')
+    cluster.proxy.start()
 
     # `--wait` waited for every healthcheck, the scheduler's /readyz among them.
     ps = cluster.compose("ps", "--format", "json", "scheduler")

@@ -119,9 +119,9 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
     assert scheduler.ports == (("scheduler", 10259),)
 
 
-def test_secure_runs_https_only_and_each_component_with_its_kubeconfig(tmp_path: Path) -> None:
+def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp_path: Path) -> None:
     up = load_hack_module("up")
-    _, options = up.parse_args(["--secure", "--secure-port", "16443", "--state-dir",
+    _, options = up.parse_args(["--secure-port", "16443", "--state-dir",
                                 str(tmp_path), "--nodes", "a", "--kubelet-ports", "1",
                                 "--authorization-mode", "AlwaysAllow"])
     etcd, apiserver, scheduler, kubelet = up.plan(options)
@@ -140,9 +140,12 @@ def test_secure_runs_https_only_and_each_component_with_its_kubeconfig(tmp_path:
     assert "https://127.0.0.1:16443" in config and "client-certificate-data" in config
     assert (tmp_path / "pki" / "kubelet-a.conf").exists()
     assert "--cacert" in up.next_steps(options)
-    default = up.plan(up.Options(state_dir=tmp_path, nodes=("a",), kubelet_ports=(1,)))
-    assert "--secure-port" not in default[1].args  # the default path is as it was
-    assert "--apiserver" in default[2].args
+    _, insecure = up.parse_args(["--no-secure", "--state-dir", str(tmp_path), "--nodes", "a",
+                                 "--kubelet-ports", "1"])
+    plain = up.plan(insecure)
+    assert "--secure-port" not in plain[1].args  # development mode: plain HTTP on --port
+    assert plain[1].args[plain[1].args.index("--port") + 1] == "8080"
+    assert "--apiserver" in plain[2].args
 
 
 def test_scheduler_port_zero_means_no_endpoint_to_wait_for() -> None:
@@ -171,8 +174,8 @@ async def test_make_up_runs_the_seeds(launcher: Launcher) -> None:
     assert f"export KUBECONFIG={launcher.state_dir / 'kubeconfig'}" in console
     assert f"[kubelet-{launcher.nodes.node1}]" in console  # components' lines, prefixed
     kubeconfig = yaml.safe_load((launcher.state_dir / "kubeconfig").read_text())
-    assert kubeconfig["current-context"] == "kubelite"
-    assert kubeconfig["clusters"][0]["cluster"]["server"] == launcher.server
+    assert kubeconfig["current-context"] == "kubernetes-admin@kubernetes"  # kubeadm's
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == launcher.apiserver  # HTTPS
     for component in ("etcd", "apiserver", "scheduler", f"kubelet-{launcher.nodes.node2}"):
         assert (launcher.state_dir / "logs" / f"{component}.log").exists()
 

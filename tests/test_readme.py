@@ -56,7 +56,7 @@ def test_readme_cluster_examples(cluster: Launcher, tmp_path: Path) -> None:
     manifest.write_text(yaml.safe_dump(nodename))
     nodes = {"node1": cluster.nodes.node1, "node2": cluster.nodes.node2}
     replacements = {"examples/nodename.yaml": str(manifest),
-                    "http://127.0.0.1:8080": cluster.server, **nodes}
+                    "http://127.0.0.1:8001": cluster.server, **nodes}  # kubectl proxy
     env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}",
            "KUBECONFIG": str(cluster.state_dir / "kubeconfig")}
     examples = readme.examples("cluster")
