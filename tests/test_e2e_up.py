@@ -130,6 +130,18 @@ def test_secure_runs_https_only_and_each_component_with_its_kubeconfig(tmp_path:
     assert args[args.index("--secure-port") + 1] == "16443"
     assert args[args.index("--client-ca-file") + 1] == str(tmp_path / "pki" / "ca.crt")
     assert apiserver.health_url == "https://127.0.0.1:16443/readyz"
+    # etcd: TLS, only its own CA's client certificates; the apiserver presents its own
+    pki_dir = tmp_path / "pki"
+    assert args[args.index("--etcd-servers") + 1] == "https://127.0.0.1:2379"
+    assert args[args.index("--etcd-cafile") + 1] == str(pki_dir / "etcd" / "ca.crt")
+    assert args[args.index("--etcd-certfile") + 1] == str(pki_dir / "apiserver-etcd-client.crt")
+    assert args[args.index("--etcd-keyfile") + 1] == str(pki_dir / "apiserver-etcd-client.key")
+    assert "--client-cert-auth" in etcd.args
+    assert etcd.args[etcd.args.index("--trusted-ca-file") + 1] == str(pki_dir / "etcd" / "ca.crt")
+    assert etcd.args[etcd.args.index("--cert-file") + 1] == str(pki_dir / "etcd" / "server.crt")
+    for flag in ("--listen-client-urls", "--advertise-client-urls"):
+        assert etcd.args[etcd.args.index(flag) + 1] == "https://127.0.0.1:2379"
+    assert etcd.health_url == "https://127.0.0.1:2379/health"
     assert scheduler.args[scheduler.args.index("--kubeconfig") + 1] == str(
         tmp_path / "pki" / "scheduler.conf")
     assert kubelet.args[kubelet.args.index("--kubeconfig") + 1] == str(
@@ -142,6 +154,8 @@ def test_secure_runs_https_only_and_each_component_with_its_kubeconfig(tmp_path:
     assert "--cacert" in up.next_steps(options)
     default = up.plan(up.Options(state_dir=tmp_path, nodes=("a",), kubelet_ports=(1,)))
     assert "--secure-port" not in default[1].args  # the default path is as it was
+    assert "--client-cert-auth" not in default[0].args
+    assert default[1].args[default[1].args.index("--etcd-servers") + 1].startswith("http://")
     assert "--apiserver" in default[2].args
 
 
