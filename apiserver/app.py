@@ -64,7 +64,7 @@ from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.serviceaccount_controller import ServiceAccountsController
-from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode
+from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
 from common.models import Binding, TokenRequest
@@ -694,7 +694,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             namespaces.start()
             service_accounts_controller.start()
         compactor.start()
-        log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
+        log.info("apiserver using etcd at %s over %s (prefix %s)", storage.target,
+                 "TLS" if uses_tls(etcd_servers) else "plaintext", etcd_prefix)
         yield
         await compactor.stop()
         await service_accounts_controller.stop()

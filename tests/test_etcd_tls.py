@@ -97,6 +97,8 @@ async def test_the_apiserver_stores_and_reads_a_pod_over_tls(apiserver_on_tls: A
         resp = await rpc.KVStub(channel).Range(rpc.RangeRequest(
             key=f"/registry/pods/default/{name}".encode()), timeout=5)
     assert len(resp.kvs) == 1
+    assert f"using etcd at 127.0.0.1:{tls_etcd.client_port} over TLS" in (
+        apiserver_on_tls.process.log())
 
 
 def test_workers_each_open_a_tls_channel(tls_etcd: TlsEtcd, tmp_path: Path) -> None:
