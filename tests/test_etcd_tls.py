@@ -187,3 +187,14 @@ def test_a_certificate_without_its_key_is_refused(tls_etcd: TlsEtcd, tmp_path: P
     server.process.start()
     assert server.process.proc is not None and server.process.proc.wait(timeout=30) == 1
     assert "--etcd-certfile and --etcd-keyfile go together" in server.process.log()
+
+
+async def test_several_https_endpoints_share_one_tls_channel(tls_etcd: TlsEtcd,
+                                                             pki_dir: Path) -> None:
+    tls = tls_of(pki_dir, "apiserver-etcd-client", ca_dir=pki_dir)
+    async with open_channel([tls_etcd.endpoint, tls_etcd.endpoint], tls) as channel:
+        resp = await rpc.KVStub(channel).Range(
+            rpc.RangeRequest(key=b"\0", range_end=b"\0", count_only=True), timeout=5)
+    assert resp.count >= 0
+    with pytest.raises(ValueError, match="mix"):
+        open_channel([tls_etcd.endpoint, tls_etcd.endpoint.replace("https", "http")], tls)
