@@ -6,6 +6,10 @@ request is authenticated and authorized (apiserver.auth). The plain `--port` is 
 insecure port: unauthenticated, every request as system:unsecured (system:masters); it
 says so at startup. `--port 0` turns it off.
 
+With `--etcd-servers https://...` it speaks TLS to etcd, verifying etcd's certificate
+against `--etcd-cafile` and presenting `--etcd-certfile`/`--etcd-keyfile` (etcd's
+--client-cert-auth); `http://` (or a bare host:port) stays plaintext.
+
 With `--workers N` (N > 1) this process only supervises: it starts N worker processes of
 the same command, each listening on the same port with SO_REUSEPORT (the kernel spreads
 new connections over them) and each with its own watch cache. Every worker reads and
@@ -46,6 +50,7 @@ from apiserver.auth.serviceaccount import (
     load_public_keys,
     load_signing_key,
 )
+from apiserver.storage import EtcdTLS, uses_tls
 from apiserver.tls import TLSHttpToolsProtocol, server_context
 from common.flags import boolean
 
@@ -74,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-servers", default="http://127.0.0.1:2379",
                    help="comma-separated etcd endpoints")
     p.add_argument("--etcd-prefix", default="/registry", help="key prefix in etcd")
+    p.add_argument("--etcd-cafile",
+                   help="the CA (PEM) that signed the https:// etcd servers' certificate")
+    p.add_argument("--etcd-certfile",
+                   help="the client certificate (PEM) presented to https:// etcd servers")
+    p.add_argument("--etcd-keyfile", help="its key (PEM)")
     p.add_argument("--bind-address", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080,
                    help="the plain-HTTP port, unauthenticated, for development (0: off)")
@@ -131,6 +141,31 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error("--secure-port needs --tls-cert-file and --tls-private-key-file")
     if not args.port and not args.secure_port:
         p.error("nothing to serve: --port and --secure-port are both 0")
+
+
+def etcd_servers(args: argparse.Namespace) -> list[str]:
+    return [s.strip() for s in args.etcd_servers.split(",") if s.strip()]
+
+
+def etcd_tls(args: argparse.Namespace) -> EtcdTLS | None:
+    """The etcd client TLS of the flags (None for http:// servers); a clear one-line exit
+    when a file is unusable."""
+    files = (args.etcd_cafile, args.etcd_certfile, args.etcd_keyfile)
+    try:
+        secure = uses_tls(etcd_servers(args))
+    except ValueError as e:
+        log.error("apiserver: --etcd-servers: %s", e)
+        sys.exit(1)
+    if not secure:
+        if any(files):
+            log.warning("--etcd-cafile/--etcd-certfile/--etcd-keyfile are ignored: "
+                        "--etcd-servers %s is not https://", args.etcd_servers)
+        return None
+    try:
+        return EtcdTLS.load(*files)
+    except ValueError as e:
+        log.error("apiserver cannot load its etcd client credentials: %s", e)
+        sys.exit(1)
 
 
 def service_account_tokens(args: argparse.Namespace) -> ServiceAccountTokens | None:
@@ -270,7 +305,7 @@ def open_socket(args: argparse.Namespace, port: int) -> socket.socket:
 
 def serve(args: argparse.Namespace) -> None:
     worker = args.worker_index
-    front = create_app([s for s in args.etcd_servers.split(",") if s],
+    front = create_app(etcd_servers(args), etcd_tls=etcd_tls(args),
                        etcd_prefix=args.etcd_prefix, event_ttl=args.event_ttl,
                        compaction_interval=args.etcd_compaction_interval,
                        controllers=worker in (None, 0),
@@ -327,6 +362,7 @@ def main() -> None:
     logging.basicConfig(level=args.log_level.upper(),
                         format=f"%(asctime)s %(name)s{worker} %(levelname)s %(message)s")
     if args.workers > 1 and args.worker_index is None:
+        etcd_tls(args)  # unusable files end the supervisor, not N workers
         sys.exit(supervise(sys.argv[1:], args.workers))
     serve(args)
 

@@ -64,7 +64,7 @@ from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.serviceaccount_controller import ServiceAccountsController
-from apiserver.storage import Storage, TooLarge, Unavailable, encode
+from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
 from common.models import Binding, TokenRequest
@@ -666,15 +666,17 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
                controllers: bool = True,
                authorization_modes: Sequence[str] = ("AlwaysAllow",),
-               service_accounts: ServiceAccountTokens | None = None) -> ResourceFront:
-    """The apiserver's ASGI app. `controllers`: whether this process also runs the
+               service_accounts: ServiceAccountTokens | None = None,
+               etcd_tls: EtcdTLS | None = None) -> ResourceFront:
+    """The apiserver's ASGI app. `etcd_tls`: the CA and client certificate for `https://`
+    etcd servers (--etcd-cafile, --etcd-certfile, --etcd-keyfile). `controllers`: whether this process also runs the
     in-process controllers (namespace lifecycle, each namespace's default ServiceAccount);
     with --workers only worker 0 does. Every
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
     (`front.authorizer`). `service_accounts`: the ServiceAccount token keys and issuer
     (TokenRequest; the secure port authenticates with `front.service_account_user`)."""
-    storage = Storage(etcd_servers)
+    storage = Storage(etcd_servers, etcd_tls)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
     registry.authorizer = authorizer = build_authorizer(authorization_modes, registry)
@@ -692,7 +694,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             namespaces.start()
             service_accounts_controller.start()
         compactor.start()
-        log.info("apiserver using etcd at %s (prefix %s)", storage.target, etcd_prefix)
+        log.info("apiserver using etcd at %s over %s (prefix %s)", storage.target,
+                 "TLS" if uses_tls(etcd_servers) else "plaintext", etcd_prefix)
         yield
         await compactor.stop()
         await service_accounts_controller.stop()

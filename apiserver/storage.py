@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -169,6 +170,72 @@ def grpc_target(endpoints: Sequence[str]) -> str:
     return "ipv4:" + ",".join(hosts)
 
 
+def uses_tls(endpoints: Sequence[str]) -> bool:
+    """Whether the endpoints are `https://` (TLS) or `http://` / bare `host:port` (plain);
+    a mix is refused, as one gRPC channel is either."""
+    schemes = {urlparse(e).scheme if "//" in e else "http" for e in endpoints}
+    unknown = schemes - {"http", "https"}
+    if unknown:
+        raise ValueError(f"etcd endpoints: unknown scheme(s) {', '.join(sorted(unknown))} "
+                         f"(use http:// or https://)")
+    if len(schemes) > 1:
+        raise ValueError("etcd endpoints mix http:// and https://")
+    return schemes == {"https"}
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdTLS:
+    """kube-apiserver's --etcd-cafile, --etcd-certfile, --etcd-keyfile, read (PEM): the CA
+    that signed etcd's serving certificate (None: the system's roots) and the client
+    certificate etcd's --client-cert-auth asks for."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None
+
+    @classmethod
+    def load(cls, cafile: str | None, certfile: str | None,
+             keyfile: str | None) -> EtcdTLS:
+        """The files read; ValueError naming the flag of a file that is missing, unreadable
+        or not PEM, or a certificate without its key."""
+        if bool(certfile) != bool(keyfile):
+            raise ValueError("--etcd-certfile and --etcd-keyfile go together")
+        return cls(ca=_read_pem("--etcd-cafile", cafile, "CERTIFICATE"),
+                   cert=_read_pem("--etcd-certfile", certfile, "CERTIFICATE"),
+                   key=_read_pem("--etcd-keyfile", keyfile, "PRIVATE KEY"))
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(root_certificates=self.ca,
+                                            private_key=self.key,
+                                            certificate_chain=self.cert)
+
+
+def _read_pem(flag: str, path: str | None, kind: str) -> bytes | None:
+    if not path:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ValueError(f"{flag} {path}: {e.strerror or e}") from e
+    if b"-----BEGIN " not in data or kind.encode() not in data:
+        raise ValueError(f"{flag} {path}: not a PEM {kind.lower()}")
+    return data
+
+
+def open_channel(endpoints: Sequence[str], tls: EtcdTLS | None = None,
+                 options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
+    """One gRPC channel to etcd: TLS for `https://` endpoints (with `tls`'s CA and client
+    certificate), plaintext for `http://` or bare `host:port`."""
+    target = grpc_target(endpoints)
+    if not uses_tls(endpoints):
+        return rpc.insecure_channel(target, options=list(options))
+    extra: list[tuple[str, Any]] = []
+    if len(endpoints) > 1:  # an ipv4: target has no one host name to verify: the first's
+        extra.append(("grpc.ssl_target_name_override", urlparse(endpoints[0]).hostname))
+    return rpc.secure_channel(target, (tls or EtcdTLS()).credentials(),
+                              options=[*options, *extra])
+
+
 def _kv(raw: Any) -> KV:
     return KV(raw.key.decode(), decode(raw.value), raw.mod_revision, raw.create_revision)
 
@@ -194,8 +261,11 @@ def _unavailable(e: BaseException) -> Unavailable:
 
 
 class Storage:
-    def __init__(self, endpoints: Sequence[str]) -> None:
+    def __init__(self, endpoints: Sequence[str], tls: EtcdTLS | None = None) -> None:
+        self.endpoints = list(endpoints)
         self.target = grpc_target(endpoints)
+        self.tls = tls
+        uses_tls(endpoints)  # a bad scheme fails here, not at the first request
         self._channel: grpc.aio.Channel | None = None
         self._kv: Any = None
         self._lease: Any = None
@@ -207,7 +277,7 @@ class Storage:
         self._kept: tuple[int, float] | None = None
 
     async def start(self) -> None:
-        self._channel = rpc.insecure_channel(self.target, options=_CHANNEL_OPTIONS)
+        self._channel = open_channel(self.endpoints, self.tls, _CHANNEL_OPTIONS)
         self._kv = rpc.KVStub(self._channel)
         self._lease = rpc.LeaseStub(self._channel)
         self._watch = rpc.WatchStub(self._channel)

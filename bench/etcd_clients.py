@@ -12,6 +12,9 @@ from `start-at` (a time.monotonic() value, so that several processes start toget
 `revision`; prints "ready" once etcd created it, records time.monotonic() (one clock for
 every process of the machine) when each key is first seen, and on "stop" (a line on
 stdin) prints {"seen": {name: t}} with name the key's last segment.
+
+An `https://` endpoint is dialled over TLS with `--cacert`, `--cert` and `--key` (etcdctl's
+names), for an etcd with --client-cert-auth (`hack/up.py --secure`'s).
 """
 
 from __future__ import annotations
@@ -22,15 +25,21 @@ import json
 import sys
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from aetcd import rpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from apiserver.storage import EtcdTLS, open_channel  # noqa: E402
+
+# the client certificate of https:// endpoints (--cacert, --cert, --key)
+_tls: EtcdTLS | None = None
+
 
 def channel(endpoint: str) -> Any:
-    url = urlparse(endpoint)
-    return rpc.insecure_channel(f"{url.hostname}:{url.port}")
+    """Plaintext for http://, TLS with the flags' certificates for https://."""
+    return open_channel([endpoint], _tls)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -123,7 +132,13 @@ def main() -> None:
     watch.add_argument("--endpoint", required=True)
     watch.add_argument("--prefix", required=True)
     watch.add_argument("--revision", type=int, required=True)
+    for command in (put, watch):
+        command.add_argument("--cacert", help="the CA of an https:// etcd (PEM)")
+        command.add_argument("--cert", help="the client certificate it accepts (PEM)")
+        command.add_argument("--key", help="its key (PEM)")
     args = parser.parse_args()
+    global _tls
+    _tls = EtcdTLS.load(args.cacert, args.cert, args.key)
     if args.command == "put":
         result: dict[str, Any] = asyncio.run(put_load(
             args.endpoint, args.prefix, args.value_size, args.concurrency, args.start_at,

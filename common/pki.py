@@ -13,7 +13,12 @@ writes what is missing under DIR (existing files are kept, so it runs on every s
     kubelet-client-NODE.crt/.key               CN system:node:NODE, O system:nodes
     kubelet-NODE.crt/.key                      the kubelet's serving certificate
     sa.key sa.pub                              signs ServiceAccount tokens
-    etcd/ca.crt etcd/ca.key etcd/server.crt/.key, apiserver-etcd-client.crt/.key
+    etcd/ca.crt etcd/ca.key                    etcd's own CA (CN etcd-ca): nothing else signs
+                                               what etcd trusts
+    etcd/server.crt/.key                       CN kube-etcd: localhost, 127.0.0.1, ::1
+    etcd/peer.crt/.key                         CN kube-etcd-peer (member to member)
+    etcd/healthcheck-client.crt/.key           CN kube-etcd-healthcheck-client
+    apiserver-etcd-client.crt/.key             CN kube-apiserver-etcd-client (etcd CA)
 
 and, with --server, a kubeconfig per identity (admin.conf, scheduler.conf,
 controller-manager.conf, kubelet-NODE.conf) with the CA and the client certificate
@@ -49,6 +54,7 @@ NODES_GROUP = "system:nodes"
 APISERVER_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local")
 APISERVER_IPS = ("127.0.0.1", "::1")
+ETCD_DNS = ("localhost",)
 
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey
 
@@ -155,10 +161,18 @@ def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[
         CertSpec("admin", "kubernetes-admin", (MASTERS,), client=True),
         CertSpec("scheduler", "system:kube-scheduler", client=True),
         CertSpec("controller-manager", "system:kube-controller-manager", client=True),
+        # etcd's, signed by its own CA (kubeadm's `certs etcd-*` phases): etcd trusts
+        # that CA only, so the cluster's certificates (admin's too) cannot reach it
         CertSpec("etcd/server", "kube-etcd", server=True, client=True,
-                 dns=("localhost",), ips=APISERVER_IPS, ca="etcd/ca"),
-        CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", (MASTERS,),
-                 client=True, ca="etcd/ca"),
+                 dns=ETCD_DNS, ips=APISERVER_IPS, ca="etcd/ca"),
+        CertSpec("etcd/peer", "kube-etcd-peer", server=True, client=True,
+                 dns=ETCD_DNS, ips=APISERVER_IPS, ca="etcd/ca"),
+        CertSpec("etcd/healthcheck-client", "kube-etcd-healthcheck-client", client=True,
+                 ca="etcd/ca"),
+        # older kubeadm also put it (and the healthcheck client) in system:masters; etcd
+        # reads only that the etcd CA signed it, and the CN
+        CertSpec("apiserver-etcd-client", "kube-apiserver-etcd-client", client=True,
+                 ca="etcd/ca"),
     ]
     for node in nodes:
         specs.append(CertSpec(f"kubelet-client-{node}", f"system:node:{node}", (NODES_GROUP,),

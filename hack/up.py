@@ -17,8 +17,12 @@ Secure by default, as k3s is: it first creates the cluster PKI under <state-dir>
 (--secure-port, client certificates verified against the cluster CA, --authorization-mode),
 gives the scheduler and each kubelet its own kubeconfig (system:kube-scheduler,
 system:node:NAME), and writes <state-dir>/kubeconfig with the CA and the admin certificate
-(kubernetes-admin in system:masters), so kubectl works unchanged. `--no-secure` is the
-development mode: plain HTTP on --port, loopback only, every request a superuser.
+(kubernetes-admin in system:masters), so kubectl works unchanged. etcd then serves TLS
+on 127.0.0.1 and lets in only certificates of its own CA (<state-dir>/pki/etcd/ca.crt):
+the apiserver's apiserver-etcd-client (--etcd-cafile/--etcd-certfile/--etcd-keyfile) and
+the launcher's health check (etcd/healthcheck-client), as kubeadm sets it up.
+`--no-secure` is the development mode: plain HTTP on --port, loopback only, every request
+a superuser.
 
 `down` stops a running `up` (its pid file is <state-dir>/up.pid) and force-removes every
 container the cluster's kubelets made, found by the kubelite labels of its nodes.
@@ -113,7 +117,13 @@ class Options:
 
     @property
     def etcd_url(self) -> str:
-        return f"http://{LOCALHOST}:{self.etcd_port}"
+        scheme = "https" if self.secure else "http"  # TLS and client certificates if secure
+        return f"{scheme}://{LOCALHOST}:{self.etcd_port}"
+
+    @property
+    def etcd_peer_url(self) -> str:
+        scheme = "https" if self.secure else "http"
+        return f"{scheme}://{LOCALHOST}:{self.etcd_peer_port}"
 
     @property
     def logs_dir(self) -> Path:
@@ -157,7 +167,7 @@ def etcd_environment() -> tuple[tuple[str, str], ...]:
 
 def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
     """The components in start order (they stop in the reverse order)."""
-    peer = f"http://{LOCALHOST}:{options.etcd_peer_port}"
+    peer = options.etcd_peer_url
     components = [
         Component("etcd", "etcd", (
             etcd, "--name", "kubelite", "--data-dir", str(options.state_dir / "etcd"),
@@ -166,6 +176,7 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", f"kubelite={peer}",
             "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
+            *etcd_tls_args(options),
         ), health_url=f"{options.etcd_url}/health",
             ports=(("etcd client", options.etcd_port), ("etcd peer", options.etcd_peer_port)),
             env=etcd_environment()),
@@ -182,6 +193,31 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         ), health_url=f"http://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
+
+
+def etcd_tls_args(options: Options) -> tuple[str, ...]:
+    """With --secure, etcd as kubeadm's etcd.yaml runs it: TLS for clients and the peer,
+    and only certificates of its own CA (etcd/ca.crt) get in, the apiserver's
+    apiserver-etcd-client among them; the cluster CA's (admin's too) do not."""
+    if not options.secure:
+        return ()
+    certs = options.pki_dir / "etcd"
+    return ("--cert-file", str(certs / "server.crt"), "--key-file", str(certs / "server.key"),
+            "--client-cert-auth", "--trusted-ca-file", str(certs / "ca.crt"),
+            "--peer-cert-file", str(certs / "peer.crt"),
+            "--peer-key-file", str(certs / "peer.key"),
+            "--peer-client-cert-auth", "--peer-trusted-ca-file", str(certs / "ca.crt"))
+
+
+def etcd_health_verify(options: Options) -> ssl.SSLContext | bool:
+    """What the launcher's etcd health check presents: etcd/healthcheck-client when secure
+    (kubeadm's name for that certificate)."""
+    if not options.secure:
+        return True
+    certs = options.pki_dir / "etcd"
+    return ssl_context(ca=(certs / "ca.crt").read_bytes(),
+                       cert=(certs / "healthcheck-client.crt").read_bytes(),
+                       key=(certs / "healthcheck-client.key").read_bytes())
 
 
 def apiserver_component(options: Options) -> Component:
@@ -201,6 +237,9 @@ def apiserver_component(options: Options) -> Component:
         "--service-account-key-file", str(certs / "sa.pub"),
         "--service-account-signing-key-file", str(certs / "sa.key"),
         "--authorization-mode", options.authorization_mode,
+        "--etcd-cafile", str(certs / "etcd" / "ca.crt"),
+        "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
+        "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
     ), health_url=f"{options.apiserver_url}/readyz",
         ports=(("apiserver", options.secure_port),))
 
@@ -490,7 +529,9 @@ class Cluster:
             self.say(f"starting {component.name}")
             self.start(component)
             if component.health_url:
-                verify = health_verify(self.options) if component.kind == "apiserver" else True
+                verify = (health_verify(self.options) if component.kind == "apiserver"
+                          else etcd_health_verify(self.options) if component.kind == "etcd"
+                          else True)
                 self.wait_until(f"{component.name} ({component.health_url})",
                                 functools.partial(http_ok, component.health_url, verify))
         nodes = self.options.nodes

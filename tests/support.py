@@ -382,3 +382,65 @@ class Kubectl:
 def table_lines(output: str) -> list[list[str]]:
     """kubectl's aligned columns, split on runs of 2+ spaces."""
     return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]
+
+
+# --- etcd on TLS with client-certificate auth (kubeadm's etcd flags) ----------------------
+
+
+def etcd_ssl_context(pki_dir: Path, name: str | None = "etcd/healthcheck-client",
+                     ) -> ssl.SSLContext:
+    """Trusting the etcd CA, presenting pki_dir's `name` certificate (None: none)."""
+    ca = (pki_dir / "etcd" / "ca.crt").read_bytes()
+    if name is None:
+        return kubeconfig.ssl_context(ca=ca, cert=None, key=None)
+    return kubeconfig.ssl_context(ca=ca, cert=(pki_dir / f"{name}.crt").read_bytes(),
+                                  key=(pki_dir / f"{name}.key").read_bytes())
+
+
+class TlsEtcd(Etcd):
+    """Etcd serving clients and peers on https://, accepting only client certificates the
+    etcd CA of `pki_dir` (common.pki.init's) signed, as kubeadm's etcd.yaml runs it."""
+
+    def __init__(self, workdir: Path, pki_dir: Path) -> None:
+        self.workdir = workdir
+        self.pki_dir = pki_dir
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.endpoint = f"https://127.0.0.1:{self.client_port}"
+        peer = f"https://127.0.0.1:{self.peer_port}"
+        etcd_pki = pki_dir / "etcd"
+        self.process = Process("etcd", [
+            etcd_binary(), "--name", "default",
+            "--data-dir", str(workdir / "etcd-data"),
+            "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"default={peer}",
+            "--cert-file", str(etcd_pki / "server.crt"),
+            "--key-file", str(etcd_pki / "server.key"),
+            "--client-cert-auth", "--trusted-ca-file", str(etcd_pki / "ca.crt"),
+            "--peer-cert-file", str(etcd_pki / "peer.crt"),
+            "--peer-key-file", str(etcd_pki / "peer.key"),
+            "--peer-client-cert-auth", "--peer-trusted-ca-file", str(etcd_pki / "ca.crt"),
+            "--log-level", "warn",
+        ], workdir / "etcd.log", env={"ETCD_UNSUPPORTED_ARCH": "arm64"})
+
+    def start(self) -> TlsEtcd:
+        self.process.start()
+        context = etcd_ssl_context(self.pki_dir)
+        deadline = time.monotonic() + 30
+        while True:
+            assert self.process.alive(), self.process.log()[-3000:]
+            try:
+                if httpx.get(f"{self.endpoint}/health", verify=context,
+                             timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, self.process.log()[-3000:]
+            time.sleep(0.1)
+
+    def apiserver_args(self) -> tuple[str, ...]:
+        """kube-apiserver's flags for this etcd, with the PKI's apiserver-etcd-client."""
+        return ("--etcd-cafile", str(self.pki_dir / "etcd" / "ca.crt"),
+                "--etcd-certfile", str(self.pki_dir / "apiserver-etcd-client.crt"),
+                "--etcd-keyfile", str(self.pki_dir / "apiserver-etcd-client.key"))

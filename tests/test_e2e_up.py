@@ -130,6 +130,18 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
     assert args[args.index("--secure-port") + 1] == "16443"
     assert args[args.index("--client-ca-file") + 1] == str(tmp_path / "pki" / "ca.crt")
     assert apiserver.health_url == "https://127.0.0.1:16443/readyz"
+    # etcd: TLS, only its own CA's client certificates; the apiserver presents its own
+    pki_dir = tmp_path / "pki"
+    assert args[args.index("--etcd-servers") + 1] == "https://127.0.0.1:2379"
+    assert args[args.index("--etcd-cafile") + 1] == str(pki_dir / "etcd" / "ca.crt")
+    assert args[args.index("--etcd-certfile") + 1] == str(pki_dir / "apiserver-etcd-client.crt")
+    assert args[args.index("--etcd-keyfile") + 1] == str(pki_dir / "apiserver-etcd-client.key")
+    assert "--client-cert-auth" in etcd.args
+    assert etcd.args[etcd.args.index("--trusted-ca-file") + 1] == str(pki_dir / "etcd" / "ca.crt")
+    assert etcd.args[etcd.args.index("--cert-file") + 1] == str(pki_dir / "etcd" / "server.crt")
+    for flag in ("--listen-client-urls", "--advertise-client-urls"):
+        assert etcd.args[etcd.args.index(flag) + 1] == "https://127.0.0.1:2379"
+    assert etcd.health_url == "https://127.0.0.1:2379/health"
     assert scheduler.args[scheduler.args.index("--kubeconfig") + 1] == str(
         tmp_path / "pki" / "scheduler.conf")
     assert kubelet.args[kubelet.args.index("--kubeconfig") + 1] == str(
@@ -145,6 +157,8 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
     plain = up.plan(insecure)
     assert "--secure-port" not in plain[1].args  # development mode: plain HTTP on --port
     assert plain[1].args[plain[1].args.index("--port") + 1] == "8080"
+    assert "--client-cert-auth" not in plain[0].args
+    assert plain[1].args[plain[1].args.index("--etcd-servers") + 1].startswith("http://")
     assert "--apiserver" in plain[2].args
 
 

@@ -74,10 +74,37 @@ def test_the_ca_is_a_ca(pki_dir: Path) -> None:
 
 def test_etcd_has_its_own_ca(pki_dir: Path) -> None:
     etcd_ca = cert(pki_dir, "etcd/ca")
-    for name in ("etcd/server", "apiserver-etcd-client"):
+    assert cn_and_orgs(etcd_ca) == ("etcd-ca", [])
+    assert etcd_ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    for name in ("etcd/server", "etcd/peer", "etcd/healthcheck-client",
+                 "apiserver-etcd-client"):
         cert(pki_dir, name).verify_directly_issued_by(etcd_ca)
-    with pytest.raises(ValueError):
-        cert(pki_dir, "etcd/server").verify_directly_issued_by(cert(pki_dir, "ca"))
+        with pytest.raises(ValueError):
+            cert(pki_dir, name).verify_directly_issued_by(cert(pki_dir, "ca"))
+    with pytest.raises(ValueError):  # and etcd's CA signs nothing of the cluster's
+        cert(pki_dir, "admin").verify_directly_issued_by(etcd_ca)
+
+
+@pytest.mark.parametrize(("name", "cn", "server"), [
+    ("etcd/server", "kube-etcd", True),
+    ("etcd/peer", "kube-etcd-peer", True),
+    ("etcd/healthcheck-client", "kube-etcd-healthcheck-client", False),
+    ("apiserver-etcd-client", "kube-apiserver-etcd-client", False),
+])
+def test_etcd_certificates_as_kubeadm_makes_them(pki_dir: Path, name: str, cn: str,
+                                                 server: bool) -> None:
+    c = cert(pki_dir, name)
+    assert cn_and_orgs(c) == (cn, [])
+    assert usages(c) == ({ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH}
+                         if server else {ExtendedKeyUsageOID.CLIENT_AUTH})
+    if server:  # etcd listens on loopback
+        sans = c.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
+        assert set(sans.get_values_for_type(x509.IPAddress)) == {
+            ipaddress.ip_address("127.0.0.1"), ipaddress.ip_address("::1")}
+    else:
+        with pytest.raises(x509.ExtensionNotFound):
+            c.extensions.get_extension_for_class(x509.SubjectAlternativeName)
 
 
 def test_each_kubelet_has_a_serving_certificate(pki_dir: Path) -> None:
@@ -89,7 +116,9 @@ def test_each_kubelet_has_a_serving_certificate(pki_dir: Path) -> None:
 
 def test_private_keys_are_0600(pki_dir: Path) -> None:
     keys = sorted(pki_dir.rglob("*.key"))
-    assert {p.name for p in keys} >= {"ca.key", "sa.key", "admin.key", "apiserver.key"}
+    assert {str(p.relative_to(pki_dir)) for p in keys} >= {
+        "ca.key", "sa.key", "admin.key", "apiserver.key", "etcd/ca.key", "etcd/server.key",
+        "etcd/peer.key", "etcd/healthcheck-client.key", "apiserver-etcd-client.key"}
     for key in keys:
         assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
 
