@@ -118,6 +118,18 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
         assert denied.json()["message"] == ('nodes is forbidden: User "system:anonymous" '
                                             'cannot list resource "nodes" in API group "" '
                                             'at the cluster scope')
+    # etcd lets in only certificates of its own CA: none, or the admin's, is turned away.
+    etcd = f"https://127.0.0.1:{cluster.env['ETCD_CLIENT_PORT']}/version"
+    pki = Path(cluster.env["KUBELITE_STATE"]) / "pki"
+    for cert in (None, "admin", "etcd/healthcheck-client"):
+        context = ssl.create_default_context(cafile=str(pki / "etcd" / "ca.crt"))
+        if cert is not None:
+            context.load_cert_chain(str(pki / f"{cert}.crt"), str(pki / f"{cert}.key"))
+        if cert == "etcd/healthcheck-client":
+            assert httpx.get(etcd, verify=context, timeout=10).status_code == 200
+            continue
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(etcd, verify=context, timeout=10)
     cluster.proxy.start()
 
     # `--wait` waited for every healthcheck, the scheduler's /readyz among them.
