@@ -53,6 +53,7 @@ from apiserver.auth.serviceaccount import (
 from apiserver.storage import EtcdTLS, uses_tls
 from apiserver.tls import TLSHttpToolsProtocol, server_context
 from common.flags import boolean
+from common.kubeconfig import ssl_context
 
 log = logging.getLogger("apiserver")
 
@@ -115,6 +116,13 @@ def parser() -> argparse.ArgumentParser:
                         "issuer)")
     p.add_argument("--service-account-max-token-expiration", type=parse_duration, default=0,
                    help="the longest a TokenRequest's token may live (e.g. 48h; 0: no cap)")
+    p.add_argument("--kubelet-client-certificate",
+                   help="the client certificate (PEM) it presents to kubelets; with it "
+                        "kubelets are called over HTTPS")
+    p.add_argument("--kubelet-client-key", help="its key (PEM)")
+    p.add_argument("--kubelet-certificate-authority",
+                   help="the CA (PEM) kubelets' serving certificates are verified against "
+                        "(HTTPS too; without it they are not verified, as kube does)")
     p.add_argument("--event-ttl", type=parse_duration, default=3600,
                    help="how long events are kept (e.g. 1h)")
     p.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
@@ -139,6 +147,8 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 f"use {', '.join(MODES)}")
     if args.secure_port and not (args.tls_cert_file and args.tls_private_key_file):
         p.error("--secure-port needs --tls-cert-file and --tls-private-key-file")
+    if bool(args.kubelet_client_certificate) != bool(args.kubelet_client_key):
+        p.error("--kubelet-client-certificate and --kubelet-client-key go together")
     if not args.port and not args.secure_port:
         p.error("nothing to serve: --port and --secure-port are both 0")
 
@@ -203,6 +213,21 @@ def authenticator(args: argparse.Namespace, front: Any = None) -> Authenticator:
                         if front is not None and front.server.service_accounts else None)
     return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth,
                          service_account_tokens=service_accounts)
+
+
+def kubelet_client_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """How it calls kubelets: None (plain HTTP) unless a kubelet client flag is given."""
+    if not (args.kubelet_client_certificate or args.kubelet_certificate_authority):
+        return None
+    try:
+        read = lambda name: Path(name).read_bytes() if name else None  # noqa: E731
+        return ssl_context(ca=read(args.kubelet_certificate_authority),
+                           cert=read(args.kubelet_client_certificate),
+                           key=read(args.kubelet_client_key),
+                           insecure=not args.kubelet_certificate_authority)
+    except (OSError, ssl.SSLError, ValueError) as e:
+        log.error("apiserver cannot load its kubelet client certificate: %s", e)
+        sys.exit(1)
 
 
 def listen_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
@@ -311,6 +336,7 @@ def serve(args: argparse.Namespace) -> None:
                        controllers=worker in (None, 0),
                        authorization_modes=args.authorization_mode,
                        service_accounts=service_account_tokens(args))
+    front.server.kubelet_tls = kubelet_client_context(args)
     plain = open_socket(args, args.port) if args.port else None
     secure = open_socket(args, args.secure_port) if args.secure_port else None
     if plain is not None and worker in (None, 0):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -209,6 +210,8 @@ class ApiServer:
         self.service_accounts = service_accounts
         # TokenReview's: the secure port's authenticator, set once it is built
         self.review_token: TokenReviewer | None = None
+        # how it calls kubelets (--kubelet-client-certificate ...): None, plain HTTP
+        self.kubelet_tls: ssl.SSLContext | None = None
 
     async def serve(self, request: Request, api_version: str, path: str) -> Response:
         try:
@@ -589,7 +592,7 @@ class ApiServer:
         if not node_name:
             raise errors.BadRequest(f"pod {target.name} does not have a host assigned")
         node = await self.registry.get(NODES, None, node_name)
-        return await proxy_pod_log(pod, node, dict(request.query_params))
+        return await proxy_pod_log(pod, node, dict(request.query_params), tls=self.kubelet_tls)
 
 
 def list_body(resource: Resource, page: ListPage) -> bytes:

@@ -1,7 +1,10 @@
 """`GET pods/{name}/log`: forwarded to the kubelet of the pod's node, as kube-apiserver does.
 
 The kubelet is found from the Node: its InternalIP address and
-`status.daemonEndpoints.kubeletEndpoint.Port`. Its plain-text errors come back as
+`status.daemonEndpoints.kubeletEndpoint.Port`. With `--kubelet-client-certificate` (or
+`--kubelet-certificate-authority`) it is called over HTTPS, presenting that certificate
+(kubeadm's apiserver-kubelet-client) and verifying the kubelet's against that CA (without
+one, unverified, as kube-apiserver does); else over plain HTTP. Its plain-text errors come back as
 Status errors with the same message; a kubelet that cannot be reached is a 500 with
 the dial error, like kube-apiserver's. With `follow=true` the answer is streamed for
 as long as the kubelet streams it, and dropping the client drops the upstream stream.
@@ -10,6 +13,7 @@ as long as the kubelet streams it, and dropping the client drops the upstream st
 from __future__ import annotations
 
 import ipaddress
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -45,8 +49,8 @@ def choose_container(pod: Mapping[str, Any], requested: str | None) -> str:
                             f"choose one of: [{' '.join(names)}]")
 
 
-def kubelet_base_url(node: Mapping[str, Any]) -> str:
-    """http://HOST:PORT of the node's kubelet, built only from parts that parse as an IP
+def kubelet_base_url(node: Mapping[str, Any], *, scheme: str = "http") -> str:
+    """SCHEME://HOST:PORT of the node's kubelet, built only from parts that parse as an IP
     address (or a DNS name) and a port: nothing else a Node says reaches the URL."""
     status = node.get("status") or {}
     node_name = (node.get("metadata") or {}).get("name", "")
@@ -63,7 +67,7 @@ def kubelet_base_url(node: Mapping[str, Any]) -> str:
         # wrote, like a pod without a host (a 400), that keeps the logs out of reach
         raise errors.BadRequest(f"node {node_name} does not report a kubelet address "
                                 f"(status.addresses / daemonEndpoints.kubeletEndpoint)")
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 def kubelet_host(kind: str, address: Any) -> str | None:
@@ -79,11 +83,12 @@ def kubelet_host(kind: str, address: Any) -> str | None:
     return f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
 
 
-def kubelet_log_url(pod: Mapping[str, Any], node: Mapping[str, Any], container: str) -> str:
+def kubelet_log_url(pod: Mapping[str, Any], node: Mapping[str, Any], container: str, *,
+                    scheme: str = "http") -> str:
     meta = pod.get("metadata") or {}
     namespace = quote(str(meta.get("namespace") or "default"), safe="")
     name = quote(str(meta.get("name") or ""), safe="")
-    return (f"{kubelet_base_url(node)}/containerLogs/{namespace}/{name}/"
+    return (f"{kubelet_base_url(node, scheme=scheme)}/containerLogs/{namespace}/{name}/"
             f"{quote(container, safe='')}")
 
 
@@ -106,13 +111,15 @@ def _is_follow(params: Mapping[str, str]) -> bool:
     return str(params.get("follow") or "").lower() in ("true", "1")
 
 
-async def proxy_pod_log(pod: dict, node: dict, params: Mapping[str, str]) -> Response:
+async def proxy_pod_log(pod: dict, node: dict, params: Mapping[str, str], *,
+                        tls: ssl.SSLContext | None = None) -> Response:
+    """`tls`: the kubelet client's context (HTTPS); None: plain HTTP."""
     container = choose_container(pod, params.get("container"))
-    url = kubelet_log_url(pod, node, container)
+    url = kubelet_log_url(pod, node, container, scheme="http" if tls is None else "https")
     follow = _is_follow(params)
     timeout = httpx.Timeout(READ_TIMEOUT_SECONDS, connect=CONNECT_TIMEOUT_SECONDS,
                             read=None if follow else READ_TIMEOUT_SECONDS)
-    client = httpx.AsyncClient(timeout=timeout)
+    client = httpx.AsyncClient(timeout=timeout, verify=tls if tls is not None else True)
     try:
         request = client.build_request("GET", url, params=forwarded_params(params))
         upstream = await client.send(request, stream=True)

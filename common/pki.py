@@ -6,12 +6,15 @@ writes what is missing under DIR (existing files are kept, so it runs on every s
 
     ca.crt ca.key                              the cluster CA (CN kubernetes)
     apiserver.crt/.key                         serving: kubernetes, kubernetes.default, ...
-    apiserver-kubelet-client.crt/.key          the apiserver calling kubelets
+    apiserver-kubelet-client.crt/.key          the apiserver calling kubelets (CN
+                                               kube-apiserver-kubelet-client, no O)
     admin.crt/.key                             CN kubernetes-admin, O system:masters
     scheduler.crt/.key                         CN system:kube-scheduler
     controller-manager.crt/.key                CN system:kube-controller-manager
     kubelet-client-NODE.crt/.key               CN system:node:NODE, O system:nodes
-    kubelet-NODE.crt/.key                      the kubelet's serving certificate
+    kubelet-NODE.crt/.key                      the kubelet's serving certificate, signed
+                                               by the cluster CA as k3s does (kubeadm's is
+                                               self-signed): SANs NODE, localhost, loopback
     sa.key sa.pub                              signs ServiceAccount tokens
     etcd/ca.crt etcd/ca.key                    etcd's own CA (CN etcd-ca): nothing else signs
                                                what etcd trusts
@@ -155,9 +158,10 @@ def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[
     specs = [
         CertSpec("apiserver", "kube-apiserver", server=True,
                  dns=APISERVER_DNS + extra_dns, ips=APISERVER_IPS + extra_ips),
-        # kubeadm before 1.29 (and k3s) put it in system:masters; 1.29+ uses a bound group
-        CertSpec("apiserver-kubelet-client", "kube-apiserver-kubelet-client", (MASTERS,),
-                 client=True),
+        # kubeadm before 1.37 put it in system:masters (1.29+: kubeadm:cluster-admins); 1.37+
+        # gives it no group, only the kubeadm:apiserver-kubelet-client binding to
+        # system:kubelet-api-admin (apiserver/auth/bootstrap.py)
+        CertSpec("apiserver-kubelet-client", "kube-apiserver-kubelet-client", client=True),
         CertSpec("admin", "kubernetes-admin", (MASTERS,), client=True),
         CertSpec("scheduler", "system:kube-scheduler", client=True),
         CertSpec("controller-manager", "system:kube-controller-manager", client=True),

@@ -189,8 +189,8 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
             "--node-name", node, "--node-ip", LOCALHOST,
             "--address", LOCALHOST, "--port", str(port),
             "--docker-socket", options.docker_socket,
-            "--pod-infra-container-image", options.pause_image,
-        ), health_url=f"http://{LOCALHOST}:{port}/healthz",
+            "--pod-infra-container-image", options.pause_image, *kubelet_tls_args(options, node),
+        ), health_url=f"{'https' if options.secure else 'http'}://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
 
@@ -240,8 +240,23 @@ def apiserver_component(options: Options) -> Component:
         "--etcd-cafile", str(certs / "etcd" / "ca.crt"),
         "--etcd-certfile", str(certs / "apiserver-etcd-client.crt"),
         "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
+        "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
+        "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
+        "--kubelet-certificate-authority", str(certs / "ca.crt"),
     ), health_url=f"{options.apiserver_url}/readyz",
         ports=(("apiserver", options.secure_port),))
+
+
+def kubelet_tls_args(options: Options, node: str) -> tuple[str, ...]:
+    """With --secure, the kubelet's port as kubeadm sets it: HTTPS, no anonymous callers,
+    certificates and tokens authenticated, SubjectAccessReviews to the apiserver."""
+    if not options.secure:
+        return ()
+    certs = options.pki_dir
+    return ("--tls-cert-file", str(certs / f"kubelet-{node}.crt"),
+            "--tls-private-key-file", str(certs / f"kubelet-{node}.key"),
+            "--client-ca-file", str(certs / "ca.crt"), "--anonymous-auth=false",
+            "--authentication-token-webhook", "--authorization-mode", "Webhook")
 
 
 def connect_args(options: Options, kubeconfig: str) -> tuple[str, ...]:

@@ -3,9 +3,16 @@ HTTP server.
 
     python -m kubelet --kubeconfig kubelet.conf --node-name node1 \
         [--node-labels k=v,k2=v2] [--node-ip IP] [--docker-socket /var/run/docker.sock] \
-        [--port 10250] [--address 127.0.0.1] [--pod-infra-container-image IMAGE]
+        [--port 10250] [--address 127.0.0.1] [--pod-infra-container-image IMAGE] \
+        [--tls-cert-file F --tls-private-key-file F] [--client-ca-file F] \
+        [--authentication-token-webhook] [--authorization-mode Webhook] [--anonymous-auth=false]
 
 (`--apiserver http://127.0.0.1:8080` instead of `--kubeconfig`: a plain-HTTP port.)
+
+The kubelet's port serves HTTPS with `--tls-cert-file`/`--tls-private-key-file`, else plain
+HTTP. Who may call it is kubelet/auth.py's (kube's defaults: anonymous allowed,
+AlwaysAllow; kubeadm's, which `hack/up.py --secure` passes: `--anonymous-auth=false
+--client-ca-file --authentication-token-webhook --authorization-mode Webhook`).
 
 SIGTERM/SIGINT stop the kubelet and leave its pods running, as the real kubelet does;
 the next kubelet on the node adopts them.
@@ -19,13 +26,20 @@ import contextlib
 import logging
 import signal
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 
-from common.client import ApiClient
+from apiserver.auth.authn import load_ca_bundle
+from apiserver.tls import TLSHttpToolsProtocol, server_context
+from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
+from common.flags import boolean
 from common.informer import Informer
 from common.kubeconfig import connection
+from kubelet.auth import MODES as AUTHZ_MODES
+from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.node import (
     NODE_LEASE_DURATION_SECONDS,
@@ -75,10 +89,57 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                              "quarter of it (the KubeletConfiguration field of that name)")
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
+    add_auth_flags(parser)
     args = parser.parse_args(argv)
     if not args.apiserver and not args.kubeconfig:
         parser.error("give --kubeconfig (or --apiserver for a plain-HTTP port)")
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        parser.error("--tls-cert-file and --tls-private-key-file go together")
+    if args.client_ca_file and not args.tls_cert_file:
+        parser.error("--client-ca-file needs --tls-cert-file (client certificates need TLS)")
     return args
+
+
+def add_auth_flags(parser: argparse.ArgumentParser) -> None:
+    """kube's kubelet flags for its port (KubeletConfiguration's authentication and
+    authorization), with kube's defaults."""
+    parser.add_argument("--tls-cert-file",
+                        help="the serving certificate (PEM); without it the port is plain HTTP")
+    parser.add_argument("--tls-private-key-file", help="its key (PEM)")
+    parser.add_argument("--client-ca-file",
+                        help="CA bundle: client certificates it signed authenticate (CN user, "
+                             "O groups)")
+    parser.add_argument("--authentication-token-webhook", type=boolean, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help="bearer tokens are checked with a TokenReview (default false)")
+    parser.add_argument("--anonymous-auth", type=boolean, nargs="?", const=True, default=True,
+                        metavar="BOOL",
+                        help="requests with no credentials are system:anonymous (default "
+                             "true); false: they get 401")
+    parser.add_argument("--authorization-mode", choices=AUTHZ_MODES, default="AlwaysAllow",
+                        help="Webhook: a SubjectAccessReview per request (default "
+                             "AlwaysAllow)")
+
+
+def kubelet_auth(args: argparse.Namespace, api: ApiClient) -> KubeletAuth:
+    cas = load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file else ()
+    review_token, review_access = webhook_reviewers(api, args.node_name)
+    return KubeletAuth(node_name=args.node_name, client_cas=cas, anonymous=args.anonymous_auth,
+                       review_token=review_token if args.authentication_token_webhook else None,
+                       review_access=(review_access if args.authorization_mode == "Webhook"
+                                      else None))
+
+
+def server_config(args: argparse.Namespace, app: Any) -> uvicorn.Config:
+    """uvicorn's config for the kubelet's port: HTTPS when given a serving certificate."""
+    tls: dict[str, Any] = {}
+    if args.tls_cert_file:
+        context = server_context(args.tls_cert_file, args.tls_private_key_file,
+                                 args.client_ca_file)
+        tls = {"http": TLSHttpToolsProtocol,
+               "ssl_context_factory": lambda _config, _default: context}
+    return uvicorn.Config(app, host=args.address, port=args.port, log_level="warning",
+                          lifespan="off", access_log=False, **tls)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -87,7 +148,8 @@ async def run(args: argparse.Namespace) -> None:
     runtime = DockerRuntime(docker, node_name=node_name,
                             sandbox_image=args.pod_infra_container_image)
     api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
-                    user_agent=f"kubelet/{node_name}")
+                    user_agent=f"kubelet/{node_name}",
+                    group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
@@ -109,9 +171,9 @@ async def run(args: argparse.Namespace) -> None:
         if informer.has_synced:
             await workers.cleanup_orphans(summaries)
 
-    server = uvicorn.Server(uvicorn.Config(
-        make_app(runtime=runtime, get_pod=workers.get_pod), host=args.address, port=args.port,
-        log_level="warning", lifespan="off", access_log=False))
+    app = with_auth(make_app(runtime=runtime, get_pod=workers.get_pod),
+                    kubelet_auth(args, api))
+    server = uvicorn.Server(server_config(args, app))
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -127,8 +189,10 @@ async def run(args: argparse.Namespace) -> None:
         stopped.cancel()
         if registration.done():
             registration.result()
-            log.info("kubelet %s: serving on %s:%d, node IP %s, sandbox image %s", node_name,
-                     args.address, args.port, args.node_ip, args.pod_infra_container_image)
+            log.info("kubelet %s: serving %s on %s:%d (authorization %s), node IP %s, "
+                     "sandbox image %s", node_name,
+                     "HTTPS" if args.tls_cert_file else "HTTP", args.address, args.port,
+                     args.authorization_mode, args.node_ip, args.pod_infra_container_image)
             tasks = [
                 asyncio.create_task(informer.run(), name="pod-informer"),
                 asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),

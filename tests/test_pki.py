@@ -42,7 +42,7 @@ def usages(c: x509.Certificate) -> set[x509.ObjectIdentifier]:
     ("admin", "kubernetes-admin", ["system:masters"]),
     ("scheduler", "system:kube-scheduler", []),
     ("controller-manager", "system:kube-controller-manager", []),
-    ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ["system:masters"]),
+    ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []),  # kubeadm 1.37+
     ("kubelet-client-node1", "system:node:node1", ["system:nodes"]),
     ("kubelet-client-node2", "system:node:node2", ["system:nodes"]),
 ])

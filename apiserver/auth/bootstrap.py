@@ -30,6 +30,7 @@ Object = dict[str, Any]
 RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 CACHE_WAIT = 10.0
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"  # kubeadm's apiserver-kubelet-client CN
 BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 
 READ = ["get", "list", "watch"]
@@ -150,7 +151,7 @@ def cluster_roles() -> list[Object]:
             rule(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
             rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
         ]),
-        # what the apiserver's kubelet-client identity is bound to (k3s, kubeadm)
+        # full access to the kubelet's API; kubeadm binds the apiserver's kubelet client to it
         cluster_role("system:kubelet-api-admin", [
             rule(READ, [""], ["nodes"]),
             rule(["proxy"], [""], ["nodes"]),
@@ -224,6 +225,10 @@ def cluster_role_bindings() -> list[Object]:
                 [("User", "system:kube-scheduler")]),
         binding("system:kube-controller-manager", "system:kube-controller-manager",
                 [("User", "system:kube-controller-manager")]),
+        # kubeadm's (1.37+, which no longer puts this certificate in a superuser group), not
+        # kube-apiserver's: kubelets authorize the apiserver's calls (logs, ...) with it
+        binding("kubeadm:apiserver-kubelet-client", "system:kubelet-api-admin",
+                [("User", KUBELET_CLIENT_USER)]),
     ]
 
 
