@@ -544,7 +544,8 @@ class Cluster:
             self.say(f"starting {component.name}")
             self.start(component)
             if component.health_url:
-                verify = (health_verify(self.options) if component.kind == "apiserver"
+                verify = (health_verify(self.options) if component.kind in ("apiserver",
+                                                                              "kubelet")
                           else etcd_health_verify(self.options) if component.kind == "etcd"
                           else True)
                 self.wait_until(f"{component.name} ({component.health_url})",
