@@ -67,8 +67,25 @@ RESTRICTED_OK = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["A
      pod(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "1"},
                                       {"name": "net.ipv4.tcp_syncookies", "value": "1"}]}),
      "forbidden sysctls", "kernel.msgmax"),
-    (ps.check_selinux_options, pod(container("x", seLinuxOptions={"type": "spc_t"})),
-     "seLinuxOptions", 'container "x" set forbidden securityContext.seLinuxOptions: type "spc_t"'),
+    (ps.check_selinux_options, pod(container("x", seLinuxOptions={"type": "spc_t"}),
+                                   securityContext={"seLinuxOptions": {"user": "root"}}),
+     "seLinuxOptions", 'pod and container "x" set forbidden securityContext.seLinuxOptions: '
+                       'type "spc_t"; user may not be set'),
+    (ps.check_app_armor_profile,
+     {**pod(container("c", appArmorProfile={"type": "Unconfined"})), "metadata": {
+         "name": "p", "annotations": {
+             "container.apparmor.security.beta.kubernetes.io/a": "",
+             "container.apparmor.security.beta.kubernetes.io/b": "runtime/default",
+             "container.apparmor.security.beta.kubernetes.io/e": "unconfined"}}},
+     "forbidden AppArmor profiles",
+     'container "c" must not set AppArmor profile type to "Unconfined", '
+     'container.apparmor.security.beta.kubernetes.io/e="unconfined"'),
+    (ps.check_windows_host_process,
+     pod(container("e", windowsOptions={"hostProcess": True}),
+         container("f", windowsOptions={"hostProcess": True}),
+         securityContext={"windowsOptions": {"hostProcess": True}}),
+     "hostProcess",
+     'pod and containers "e", "f" must not set securityContext.windowsOptions.hostProcess=true'),
     (ps.check_windows_host_process, pod(container("w", windowsOptions={"hostProcess": True})),
      "hostProcess", 'container "w" must not set securityContext.windowsOptions.hostProcess=true'),
     (ps.check_allow_privilege_escalation, pod(container("a"), container("b",

@@ -120,12 +120,15 @@ def setters(pod_is_bad: bool, bad_containers: list[str]) -> str:
 def check_app_armor_profile(pod: Pod) -> Violation | None:
     """appArmorProfile: no Unconfined profile, in the fields or the beta annotations."""
     bad: list[str] = []
-    profile = pod_security(pod).get("appArmorProfile") or {}
-    if profile.get("type") == "Unconfined":
-        bad.append('pod "Unconfined"')
-    for container in containers(pod):
-        if (security(container).get("appArmorProfile") or {}).get("type") == "Unconfined":
-            bad.append(f'container "{name_of(container)}" "Unconfined"')
+
+    def unconfined(context: Mapping[str, Any]) -> bool:
+        return bool((context.get("appArmorProfile") or {}).get("type") == "Unconfined")
+
+    pod_bad = unconfined(pod_security(pod))
+    bad_containers = [name_of(c) for c in containers(pod) if unconfined(security(c))]
+    if pod_bad or bad_containers:
+        bad.append(f'{setters(pod_bad, bad_containers)} must not set AppArmor profile type to '
+                   '"Unconfined"')
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
     for key in sorted(annotations):
         value = str(annotations[key])
@@ -211,35 +214,37 @@ def check_proc_mount(pod: Pod) -> Violation | None:
     if not names:
         return None
     return Violation("procMount", f"{containers_phrase(names)} must not set "
-                                  f"securityContext.procMount to {join_quote(values)}")
+                                  f"securityContext.procMount to {join_quote(sorted(values))}")
 
 
-def _selinux_problems(options: Mapping[str, Any]) -> list[str]:
-    problems = []
-    if str(options.get("type") or "") not in SELINUX_TYPES:
-        problems.append(f'type "{options.get("type")}"')
-    for key in ("user", "role"):
-        if options.get(key):
-            problems.append(f'{key} "{options[key]}"')
-    return problems
+def _selinux_bad(options: Mapping[str, Any]) -> tuple[str | None, bool, bool]:
+    """(the forbidden type, user set, role set) of one seLinuxOptions."""
+    kind = str(options.get("type") or "")
+    return (None if kind in SELINUX_TYPES else kind, bool(options.get("user")),
+            bool(options.get("role")))
 
 
 def check_selinux_options(pod: Pod) -> Violation | None:
     """seLinuxOptions: only the container types, no user or role."""
-    problems: list[str] = []
-    pod_bad = False
-    pod_problems = _selinux_problems(pod_security(pod).get("seLinuxOptions") or {})
-    if pod_problems:
-        pod_bad = True
-        problems += pod_problems
-    bad_containers: list[str] = []
-    for container in containers(pod):
-        found = _selinux_problems(security(container).get("seLinuxOptions") or {})
-        if found:
-            bad_containers.append(name_of(container))
-            problems += [p for p in found if p not in problems]
-    if not problems:
+    types: set[str] = set()
+    user = role = False
+
+    def bad(context: Mapping[str, Any]) -> bool:
+        nonlocal user, role
+        kind, set_user, set_role = _selinux_bad(context.get("seLinuxOptions") or {})
+        if kind is not None:
+            types.add(kind)
+        user, role = user or set_user, role or set_role
+        return kind is not None or set_user or set_role
+
+    pod_bad = bad(pod_security(pod))
+    bad_containers = [name_of(c) for c in containers(pod) if bad(security(c))]
+    if not pod_bad and not bad_containers:
         return None
+    problems = [f'{pluralize("type", "types", len(types))} {join_quote(sorted(types))}'] \
+        if types else []
+    problems += ["user may not be set"] if user else []
+    problems += ["role may not be set"] if role else []
     return Violation("seLinuxOptions", f"{setters(pod_bad, bad_containers)} set forbidden "
                                        f"securityContext.seLinuxOptions: {'; '.join(problems)}")
 
@@ -393,7 +398,7 @@ def check_seccomp_profile_restricted(pod: Pod) -> Violation | None:
     if pod_bad or explicit:
         return Violation("seccompProfile", f"{setters(pod_bad, explicit)} must not set "
                                            "securityContext.seccompProfile.type to "
-                                           f"{join_quote(bad_values)}")
+                                           f"{join_quote(sorted(bad_values))}")
     if implicit:
         return Violation("seccompProfile", f"pod or {containers_phrase(implicit)} must set "
                                            'securityContext.seccompProfile.type to '
