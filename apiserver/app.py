@@ -35,6 +35,7 @@ from apiserver import (
     patch,
     schema,
     tables,
+    warning,
 )
 from apiserver.auth import Authorizer, UserInfo, request_user
 from apiserver.auth.admission import write_checks
@@ -222,6 +223,13 @@ class ApiServer:
 
     async def answer(self, request: Request, target: Target) -> Response:
         """The response to one request: every failure is a Status."""
+        with warning.recording() as warnings:
+            response = await self.answer_recorded(request, target)
+        for text in warnings:
+            response.raw_headers.append((b"warning", warning_header(text)))
+        return response
+
+    async def answer_recorded(self, request: Request, target: Target) -> Response:
         try:
             return await self.dispatch(request, target)
         except errors.ApiError as e:

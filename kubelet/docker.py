@@ -382,8 +382,10 @@ def sandbox_create_body(pod: Mapping[str, Any], *, node_name: str, image: str, a
     host_config: dict[str, Any] = {
         "NetworkMode": "host" if is_host_network(pod) else "bridge",
         "RestartPolicy": {"Name": "no"},
-        "IpcMode": "shareable",
+        "IpcMode": "host" if spec.get("hostIPC") else "shareable",
     }
+    if spec.get("hostPID"):
+        host_config["PidMode"] = "host"
     body: dict[str, Any] = {
         "Image": image,
         "Labels": pod_labels(pod, node_name=node_name, container=SANDBOX_CONTAINER_NAME,
@@ -418,15 +420,18 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
     Entrypoint set without Cmd drops the image's CMD, args alone keep its ENTRYPOINT.
     """
     limits = (container.get("resources") or {}).get("limits") or {}
+    spec = pod.get("spec") or {}
     shared = f"container:{sandbox_id}"
     host_config: dict[str, Any] = {
         "NetworkMode": shared,
-        "IpcMode": shared,
+        "IpcMode": "host" if spec.get("hostIPC") else shared,
         "RestartPolicy": {"Name": "no"},
     }
-    if pid_target:
+    if spec.get("hostPID"):
+        host_config["PidMode"] = "host"
+    elif pid_target:
         host_config["PidMode"] = f"container:{pid_target}"
-    elif (pod.get("spec") or {}).get("shareProcessNamespace"):
+    elif spec.get("shareProcessNamespace"):
         host_config["PidMode"] = shared
     if "cpu" in limits:
         host_config["NanoCpus"] = resources.nano_cpus(limits["cpu"])
@@ -471,6 +476,8 @@ def apply_security_context(body: dict[str, Any], pod: Mapping[str, Any],
         groups.append(pod_security["fsGroup"])
     if groups:
         host_config["GroupAdd"] = [str(g) for g in groups]
+    if security.get("privileged"):
+        host_config["Privileged"] = True
     if security.get("readOnlyRootFilesystem"):
         host_config["ReadonlyRootfs"] = True
     capabilities = security.get("capabilities") or {}

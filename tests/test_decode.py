@@ -13,7 +13,7 @@ from apiserver import decode, options, schema
 from apiserver.app import warning_header
 from apiserver.logs import kubelet_base_url
 from apiserver.resources.nodes import validate_node_endpoints
-from apiserver.resources.pod_admission import admit, unsupported_fields
+from apiserver.resources.pod_admission import unimplemented_causes, unsupported_fields
 from apiserver.resources.pod_validation import validate_binding
 from common import errors
 from common.models import Pod
@@ -228,31 +228,35 @@ def pod_spec(**spec: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("spec, path", [
-    ({"hostPID": True}, "spec.hostPID"),
-    ({"hostIPC": True}, "spec.hostIPC"),
+    ({"hostUsers": False}, "spec.hostUsers"),
     ({"volumes": [{"name": "r", "hostPath": {"path": "/"}}]}, "spec.volumes[0].hostPath"),
-    ({"containers": [{"name": "c", "image": "b", "securityContext": {"privileged": True}}]},
-     "spec.containers[0].securityContext.privileged"),
+    ({"containers": [{"name": "c", "image": "b", "securityContext": {"procMount": "Unmasked"}}]},
+     "spec.containers[0].securityContext.procMount"),
     ({"securityContext": {"sysctls": [{"name": "a", "value": "b"}]}},
      "spec.securityContext.sysctls"),
     ({"securityContext": {"runAsNonRoot": True}},
      "spec.containers[0].securityContext.runAsNonRoot"),
+    ({"securityContext": {"runAsNonRoot": True, "runAsUser": 0}},
+     "spec.containers[0].securityContext.runAsUser"),
 ])
-def test_what_the_kubelet_cannot_honour_is_refused(spec: dict[str, Any], path: str) -> None:
+def test_what_the_kubelet_cannot_honour_is_invalid(spec: dict[str, Any], path: str) -> None:
     pod = pod_spec(**spec)
     assert path in [p for p, _ in unsupported_fields(pod)]
-    with pytest.raises(errors.Forbidden) as caught:
-        admit(pod)
-    assert path in caught.value.message
+    causes = unimplemented_causes(pod)
+    assert path in [c["field"] for c in causes]
+    assert all(c["reason"] == "FieldValueForbidden" and c["message"].startswith(
+        "Forbidden: kubelite's kubelet does not implement ") for c in causes)
 
 
 def test_what_the_kubelet_honours_is_admitted() -> None:
-    admit(pod_spec(securityContext={"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000},
-                   containers=[{"name": "c", "image": "b", "securityContext": {
-                       "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-                       "privileged": False,
-                       "capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]},
-                       "seccompProfile": {"type": "RuntimeDefault"}}}]))
+    assert unimplemented_causes(pod_spec(
+        hostNetwork=True, hostPID=True, hostIPC=True,
+        securityContext={"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000},
+        containers=[{"name": "c", "image": "b", "securityContext": {
+            "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+            "privileged": True,
+            "capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]},
+            "seccompProfile": {"type": "RuntimeDefault"}}}])) == []
 
 
 def test_empty_maps_and_lists_are_no_fields_at_all() -> None:

@@ -165,7 +165,9 @@ async def test_admission_sees_them(http: httpx.AsyncClient, pod: dict[str, Any])
     response = await patch(http, name, {"spec": {"ephemeralContainers": [
         debugger(securityContext={"privileged": True})]}})
     assert response.status_code == 403, response.text
-    assert "spec.ephemeralContainers[0].securityContext.privileged" in response.json()["message"]
+    assert response.json()["message"] == (
+        f'pods "{name}" is forbidden: violates PodSecurity "baseline:latest": privileged '
+        '(container "debugger" must not set securityContext.privileged=true)')
 
 
 async def test_not_through_the_pod_itself(http: httpx.AsyncClient, pod: dict[str, Any]) -> None:
@@ -221,20 +223,51 @@ async def test_listed_in_discovery_and_openapi(http: httpx.AsyncClient) -> None:
 async def test_kubectl_debug_adds_one(http: httpx.AsyncClient, pod: dict[str, Any],
                                       kubectl: Kubectl) -> None:
     name = pod["metadata"]["name"]
-    result = kubectl.run("debug", name, f"--image={BUSYBOX}", "--image-pull-policy=IfNotPresent",
-                         "--target=app", "-c", "debugger", "--", "sleep", "3600")
+    debug = ("debug", name, f"--image={BUSYBOX}", "--image-pull-policy=IfNotPresent",
+             "--target=app", "-c", "debugger")
+    # kubectl's default (general) profile lets a debugger with a target trace its processes:
+    # SYS_PTRACE, which Pod Security's baseline (the default namespace's level) forbids
+    refused = kubectl.run(*debug, "--", "sleep", "3600", check=False)
+    assert refused.returncode != 0 and "panic" not in refused.stderr
+    assert 'violates PodSecurity "baseline:latest": non-default capabilities (container ' \
+           '"debugger" must not include "SYS_PTRACE" in securityContext.capabilities.add)' \
+           in refused.stderr
+    assert "ephemeralContainers" not in (await http.get(pods(name))).json()["spec"]
+    result = kubectl.run(*debug, "--profile=baseline", "--", "sleep", "3600")
     assert "panic" not in result.stderr
     got = (await http.get(pods(name))).json()["spec"]["ephemeralContainers"]
     assert [(c["name"], c["image"], c["command"], c["targetContainerName"]) for c in got] == [
         ("debugger", BUSYBOX, ["sleep", "3600"], "app")]
-    # kubectl's default (general) profile lets a debugger with a target trace its processes
-    assert got[0]["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
-    # a second one is appended (kubectl's patch then carries $setElementOrder)
-    kubectl.run("debug", name, f"--image={BUSYBOX}", "-c", "second", "--", "true")
-    got = (await http.get(pods(name))).json()["spec"]["ephemeralContainers"]
-    assert [c["name"] for c in got] == ["debugger", "second"]
-    # the same name again is refused, as an existing one cannot change
-    again = kubectl.run("debug", name, f"--image={BUSYBOX}", "-c", "second", "--", "false",
-                        check=False)
-    assert again.returncode == 1 and "panic" not in again.stderr
-    assert 'existing ephemeral containers "second" may not be changed' in again.stderr
+    assert "capabilities" not in (got[0].get("securityContext") or {})
+
+
+async def test_kubectl_debug_general_profile_in_a_privileged_namespace(
+        http: httpx.AsyncClient, kubectl: Kubectl) -> None:
+    namespace = unique("debug-privileged")
+    created = await http.post("/api/v1/namespaces", json={"metadata": {
+        "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
+    assert created.status_code == 201, created.text
+    base = f"/api/v1/namespaces/{namespace}/pods"
+    name = unique("ephemeral")
+    assert (await http.post(base, json={"metadata": {"name": name}, "spec": {
+        "nodeName": "nowhere", "containers": [{"name": "app", "image": BUSYBOX}]}})
+            ).status_code == 201
+    try:
+        kubectl.run("-n", namespace, "debug", name, f"--image={BUSYBOX}",
+                    "--image-pull-policy=IfNotPresent", "--target=app", "-c", "debugger", "--",
+                    "sleep", "3600")
+        got = (await http.get(f"{base}/{name}")).json()["spec"]["ephemeralContainers"]
+        # kubectl's default (general) profile lets a debugger trace its target's processes
+        assert got[0]["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
+        # a second one is appended (kubectl's patch then carries $setElementOrder)
+        kubectl.run("-n", namespace, "debug", name, f"--image={BUSYBOX}", "-c", "second", "--",
+                    "true")
+        got = (await http.get(f"{base}/{name}")).json()["spec"]["ephemeralContainers"]
+        assert [c["name"] for c in got] == ["debugger", "second"]
+        # the same name again is refused, as an existing one cannot change
+        again = kubectl.run("-n", namespace, "debug", name, f"--image={BUSYBOX}", "-c", "second",
+                            "--", "false", check=False)
+        assert again.returncode == 1 and "panic" not in again.stderr
+        assert 'existing ephemeral containers "second" may not be changed' in again.stderr
+    finally:
+        await http.delete(f"/api/v1/namespaces/{namespace}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,9 @@ from tests.support import ApiServer, eventually, free_port, unique
 pytestmark = pytest.mark.docker
 
 NS = "default"
+# Pod Security enforces baseline in `default`; host namespaces and privileged containers go
+# where kube puts them, in a privileged namespace.
+PRIVILEGED_NS = "kube-system"
 # The module's kubelet renews its node lease every 2 s (a quarter of 8 s), not every 10 s.
 LEASE_SECONDS = 8
 NODE_LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
@@ -61,9 +65,10 @@ def kubelet(apiserver: ApiServer, docker_ready: None,
 
 
 def pod_manifest(name: str, node: str, containers: list[dict[str, Any]], *,
-                 restart_policy: str = "Always", grace: int = 5) -> dict[str, Any]:
+                 restart_policy: str = "Always", grace: int = 5,
+                 namespace: str = NS) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": NS, "labels": {"app": name}},
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
             "spec": {"nodeName": node, "restartPolicy": restart_policy,
                      "terminationGracePeriodSeconds": grace, "containers": containers}}
 
@@ -77,13 +82,14 @@ SERVE_FOREVER = "trap 'exit 0' TERM; while true; do sleep 0.2; done"
 
 
 async def create_pod(http: httpx.AsyncClient, manifest: dict[str, Any]) -> dict[str, Any]:
-    response = await http.post(f"/api/v1/namespaces/{NS}/pods", json=manifest)
+    namespace = manifest["metadata"].get("namespace") or NS
+    response = await http.post(f"/api/v1/namespaces/{namespace}/pods", json=manifest)
     assert response.status_code == 201, response.text
     return dict(response.json())
 
 
-async def get_pod(http: httpx.AsyncClient, name: str) -> dict[str, Any]:
-    response = await http.get(f"/api/v1/namespaces/{NS}/pods/{name}")
+async def get_pod(http: httpx.AsyncClient, name: str, *, ns: str = NS) -> dict[str, Any]:
+    response = await http.get(f"/api/v1/namespaces/{ns}/pods/{name}")
     assert response.status_code == 200, response.text
     return dict(response.json())
 
@@ -123,9 +129,9 @@ def waiting_reason(pod: dict[str, Any], name: str) -> str:
 
 
 async def wait_running(http: httpx.AsyncClient, name: str, *,
-                       timeout: float = 60) -> dict[str, Any]:
+                       timeout: float = 60, ns: str = NS) -> dict[str, Any]:
     async def running() -> dict[str, Any]:
-        pod = await get_pod(http, name)
+        pod = await get_pod(http, name, ns=ns)
         statuses = (pod.get("status") or {}).get("containerStatuses") or []
         if pod["status"].get("phase") == "Running" and statuses and all(
                 s.get("ready") for s in statuses):
@@ -134,8 +140,8 @@ async def wait_running(http: httpx.AsyncClient, name: str, *,
     return await eventually(running, timeout=timeout, what=f"pod {name} Running and ready")
 
 
-async def delete_pod(http: httpx.AsyncClient, name: str) -> None:
-    await http.delete(f"/api/v1/namespaces/{NS}/pods/{name}")
+async def delete_pod(http: httpx.AsyncClient, name: str, *, ns: str = NS) -> None:
+    await http.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
 
 
 async def watch_pod(http: httpx.AsyncClient, name: str) -> AsyncIterator[dict[str, Any]]:
@@ -435,11 +441,78 @@ async def test_the_security_context_the_kubelet_honours_is_what_the_container_ge
 
 async def test_a_pod_asking_for_what_the_kubelet_cannot_honour_is_refused(
         http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
-    manifest = pod_manifest(unique("priv"), kubelet.node_name, [shell("c", "true")])
-    manifest["spec"]["containers"][0]["securityContext"] = {"privileged": True}
-    r = await http.post(f"/api/v1/namespaces/{NS}/pods", json=manifest)
-    assert r.status_code == 403, r.text
-    assert "spec.containers[0].securityContext.privileged" in r.json()["message"]
+    name = unique("hostpath")
+    manifest = pod_manifest(name, kubelet.node_name, [shell("c", "true")],
+                            namespace=PRIVILEGED_NS)
+    manifest["spec"]["volumes"] = [{"name": "root", "hostPath": {"path": "/"}}]
+    r = await http.post(f"/api/v1/namespaces/{PRIVILEGED_NS}/pods", json=manifest)
+    assert r.status_code == 422, r.text
+    assert r.json()["message"] == (
+        f'Pod "{name}" is invalid: spec.volumes[0].hostPath: Forbidden: kubelite\'s kubelet '
+        "does not implement hostPath volumes")
+
+
+async def run_to_completion(http: httpx.AsyncClient, manifest: dict[str, Any]) -> list[str]:
+    """Create the pod, wait for it to succeed, and return its log's lines."""
+    namespace = manifest["metadata"]["namespace"]
+    name = manifest["metadata"]["name"]
+    await create_pod(http, manifest)
+
+    async def succeeded() -> dict[str, Any]:
+        pod = await get_pod(http, name, ns=namespace)
+        assert pod["status"].get("phase") == "Succeeded", pod["status"].get("containerStatuses")
+        return pod
+
+    await eventually(succeeded, timeout=60, what=f"pod {name} Succeeded")
+    log = (await http.get(f"/api/v1/namespaces/{namespace}/pods/{name}/log")).text
+    await delete_pod(http, name, ns=namespace)
+    return log.splitlines()
+
+
+DOCKER_DEFAULT_CAP_EFF = 0xa80425fb
+
+
+async def test_a_privileged_container_is_created_privileged(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("priv")
+    privileged = shell("privileged", "grep CapEff /proc/self/status",
+                       securityContext={"privileged": True})
+    await create_pod(http, pod_manifest(name, kubelet.node_name, [privileged],
+                                        restart_policy="Never", namespace=PRIVILEGED_NS))
+
+    async def finished() -> dict[str, Any]:
+        pod = await get_pod(http, name, ns=PRIVILEGED_NS)
+        state = container_status(pod, "privileged").get("state") or {}
+        return dict(state.get("terminated") or {})
+
+    terminated = await eventually(finished, timeout=60, what="the privileged container done")
+    created = node_containers(kubelet.node_name, **{"io.kubernetes.container.name": "privileged"})
+    info = inspect_container(created[0]["Id"])
+    assert info is not None and info["HostConfig"]["Privileged"] is True
+    if terminated["reason"] == "StartError":
+        # an engine that itself lacks capabilities (a container without CAP_SYS_RESOURCE, as
+        # on this project's CI) cannot start one: the pod says so rather than run unprivileged
+        assert "unable to apply caps" in terminated.get("message", ""), terminated
+        await delete_pod(http, name, ns=PRIVILEGED_NS)
+        pytest.skip("this Docker engine cannot start privileged containers")
+    log = (await http.get(f"/api/v1/namespaces/{PRIVILEGED_NS}/pods/{name}/log")).text
+    assert int(log.split()[1], 16) > DOCKER_DEFAULT_CAP_EFF
+    await delete_pod(http, name, ns=PRIVILEGED_NS)
+
+
+async def test_host_pid_and_host_ipc_share_the_hosts_namespaces(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    script = "readlink /proc/self/ns/pid; readlink /proc/self/ns/ipc"
+    host = pod_manifest(unique("hostns"), kubelet.node_name, [shell("c", script)],
+                        restart_policy="Never", namespace=PRIVILEGED_NS)
+    host["spec"].update(hostPID=True, hostIPC=True)
+    lines = await run_to_completion(http, host)
+    assert lines == [os.readlink("/proc/self/ns/pid"), os.readlink("/proc/self/ns/ipc")]
+    own = await run_to_completion(http, pod_manifest(
+        unique("ownns"), kubelet.node_name, [shell("c", script)], restart_policy="Never",
+        namespace=PRIVILEGED_NS))
+    assert own[0] != os.readlink("/proc/self/ns/pid")
+    assert own[1] != os.readlink("/proc/self/ns/ipc")
 
 
 async def test_crashing_container_restarts_with_crash_loop_back_off(
@@ -610,10 +683,10 @@ async def test_host_network_pod_serves_on_the_node_loopback(http: httpx.AsyncCli
     port = free_port()
     manifest = pod_manifest(name, kubelet.node_name, [shell(
         "web", f"mkdir -p /www && echo {name} > /www/index.html && "
-               f"exec httpd -f -p 127.0.0.1:{port} -h /www")])
+               f"exec httpd -f -p 127.0.0.1:{port} -h /www")], namespace=PRIVILEGED_NS)
     manifest["spec"]["hostNetwork"] = True
     await create_pod(http, manifest)
-    pod = await wait_running(http, name)
+    pod = await wait_running(http, name, ns=PRIVILEGED_NS)
     assert pod["status"]["podIP"] == "127.0.0.1"
 
     async def served() -> str:
@@ -625,7 +698,7 @@ async def test_host_network_pod_serves_on_the_node_loopback(http: httpx.AsyncCli
             return response.text
 
     assert (await eventually(served, what="httpd on the host network")).strip() == name
-    await delete_pod(http, name)
+    await delete_pod(http, name, ns=PRIVILEGED_NS)
 
 
 async def test_delete_stops_and_removes_containers_then_the_pod(

@@ -308,8 +308,8 @@ async def test_kubectl_debug_target(http: httpx.AsyncClient, apiserver: ApiServe
         await create_pod(http, pod_manifest(name, node, [shell("app", SERVE_FOREVER)]))
         await wait_running(http, name)
         debug = kubectl.run("debug", name, f"--image={BUSYBOX_IMAGE}",
-                            "--image-pull-policy=IfNotPresent", "--target=app", "-c", "debugger",
-                            "--", "sleep", "3600")
+                            "--image-pull-policy=IfNotPresent", "--profile=baseline",
+                            "--target=app", "-c", "debugger", "--", "sleep", "3600")
         assert (debug.stdout, debug.stderr) == ('Targeting container "app". If you don\'t see processes from '
                                 "this container it may be because the container runtime "
                                 "doesn't support this feature.\n", "")
@@ -331,8 +331,8 @@ async def test_kubectl_debug_target(http: httpx.AsyncClient, apiserver: ApiServe
         assert "State:          Running" in section.split("Conditions:")[0]
 
         interactive = kubectl.run("debug", "-it", name, f"--image={BUSYBOX_IMAGE}",
-                                  "--image-pull-policy=IfNotPresent", "--target=app",
-                                  "-c", "shell", "--", "sh", "-c", "ps; sleep 2", check=False,
+                                  "--image-pull-policy=IfNotPresent", "--profile=baseline",
+                                  "--target=app", "-c", "shell", "--", "sh", "-c", "ps; sleep 2", check=False,
                                   stdin="")
         # No attach yet (the kubelet issue's): kubectl says so and shows the container's log.
         assert interactive.returncode == 0, interactive.stderr

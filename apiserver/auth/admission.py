@@ -1,4 +1,5 @@
-"""Admission that depends on who writes: the RBAC escalation check and NodeRestriction.
+"""Admission that depends on who writes: the RBAC escalation check, NodeRestriction and
+Pod Security (its checks in apiserver/auth/podsecurity.py).
 
 The registry calls `Registry.admit_write` with a `Write` (who, which verb, the object before
 and after) for every create, update, delete and binding that came from a client, after the
@@ -20,6 +21,13 @@ from apiserver.auth.escalation import (
     may,
 )
 from apiserver.auth.node import node_identity
+from apiserver.auth.podsecurity import (
+    PRIVILEGED,
+    decide,
+    existing_pod_warnings,
+    policy_from_labels,
+)
+from apiserver.warning import add_warning
 from common import errors
 
 Object = dict[str, Any]
@@ -248,11 +256,92 @@ async def node_restriction_check(write: Write) -> None:
         raise forbidden(write, why)
 
 
+# --- PodSecurity ------------------------------------------------------------------------------
+
+NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str] | None]]
+
+
+def pod_security_applies(write: Write) -> bool:
+    """Pods on create, and the ephemeral containers added to one (not status, not binding)."""
+    if write.group != "" or write.resource != "pods" or write.obj is None:
+        return False
+    if write.operation == "CREATE":
+        return write.subresource == ""
+    return write.operation == "UPDATE" and write.subresource == "ephemeralcontainers"
+
+
+class PodSecurityCheck:
+    """The PodSecurity admission plugin over the namespace's labels."""
+
+    def __init__(self, namespace_labels: NamespaceLabels) -> None:
+        self.namespace_labels = namespace_labels
+
+    async def __call__(self, write: Write) -> None:
+        if not pod_security_applies(write):
+            return
+        labels = await self.namespace_labels(write.namespace)
+        if labels is None:
+            return  # no such namespace: the create itself answers 404
+        policy, _ = policy_from_labels(labels, write.namespace)
+        decision = decide(policy, write.obj or {})
+        if decision.denied is not None:
+            raise forbidden(write, decision.denied)
+        for text in decision.warnings:
+            add_warning(text)
+
+
+NamespacePods = Callable[[str], Awaitable[list[Object]]]
+
+
+class PodSecurityNamespaceCheck:
+    """PodSecurity on a namespace update: a tightened `enforce` warns about the pods it
+    would now refuse (they keep running)."""
+
+    def __init__(self, namespace_pods: NamespacePods) -> None:
+        self.namespace_pods = namespace_pods
+
+    async def __call__(self, write: Write) -> None:
+        if write.group != "" or write.resource != "namespaces" or write.subresource or \
+                write.operation != "UPDATE" or write.obj is None or write.old is None:
+            return
+        new, errs = policy_from_labels(_labels(write.obj), write.name)
+        old, _ = policy_from_labels(_labels(write.old), write.name)
+        if errs or new.enforce == old.enforce or new.enforce.level == PRIVILEGED:
+            return
+        pods = await self.namespace_pods(write.name)
+        for text in existing_pod_warnings(write.name, new.enforce, pods):
+            add_warning(text)
+
+
+def namespace_pods_of(registry: Any) -> NamespacePods:
+    from apiserver.resources.pods import PODS
+
+    async def pods(namespace: str) -> list[Object]:
+        found, _ = await registry.list_objects(PODS, namespace)
+        return list(found)
+
+    return pods
+
+
+def namespace_labels_of(registry: Any) -> NamespaceLabels:
+    from apiserver.resources.namespaces import NAMESPACES
+
+    async def labels(namespace: str) -> Mapping[str, str] | None:
+        try:
+            found = await registry.get(NAMESPACES, None, namespace)
+        except errors.NotFound:
+            return None
+        return dict((found.get("metadata") or {}).get("labels") or {})
+
+    return labels
+
+
 def write_checks(registry: Any, authorizer: Authorizer) -> list[WriteCheck]:
     """The checks every client write goes through: RBAC's escalation check (over the
-    registry's RBAC caches) and NodeRestriction."""
+    registry's RBAC caches), NodeRestriction and PodSecurity."""
     from apiserver.auth.rbac import cached_policy
 
     policy = cached_policy(registry)
     return [EscalationCheck(authorizer, policy.rules_for, policy.role_rules),
-            node_restriction_check]
+            node_restriction_check, PodSecurityCheck(namespace_labels_of(registry)),
+            PodSecurityNamespaceCheck(namespace_pods_of(registry))]

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from apiserver.auth.podsecurity import policy_from_labels, policy_labels
 from apiserver.resources.base import Resource
 from apiserver.selectors import SelectableFields, field_text, object_meta_fields
 from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_age
@@ -61,8 +62,25 @@ def validate_namespace(namespace: dict[str, Any]) -> list[Cause]:
     return errs
 
 
+def pod_security_label_causes(namespace: dict[str, Any]) -> list[Cause]:
+    """PodSecurity's namespace admission: its labels must name a level and a version."""
+    meta = namespace.get("metadata") or {}
+    _, causes = policy_from_labels(meta.get("labels") or {}, str(meta.get("name") or ""))
+    return causes
+
+
+def validate_create(namespace: dict[str, Any]) -> list[Cause]:
+    return validate_namespace(namespace) + pod_security_label_causes(namespace)
+
+
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
-    return validate_namespace(new)
+    """As on create; PodSecurity's labels are checked only when they change, as kube does,
+    so that a namespace stored with a bad label can still be finalized."""
+    causes = validate_namespace(new)
+    new_labels = policy_labels((new.get("metadata") or {}).get("labels") or {})
+    if new_labels != policy_labels((old.get("metadata") or {}).get("labels") or {}):
+        causes += pod_security_label_causes(new)
+    return causes
 
 
 # --- lifecycle -------------------------------------------------------------------------------
@@ -145,7 +163,7 @@ NAMESPACES = Resource(
     short_names=("ns",),
     descriptions={"Namespace": "Namespace provides a scope for Names. Use of multiple "
                                "namespaces is optional."},
-    default=default_namespace, validate=validate_namespace, validate_update=validate_update,
+    default=default_namespace, validate=validate_create, validate_update=validate_update,
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True,
     terminates_namespace=True, delete_collection=False, fields=FIELDS, columns=COLUMNS, cells=namespace_cells,
     merge_keys={"status.conditions": "type"},

@@ -18,7 +18,7 @@ from typing import Any
 
 from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
-from apiserver.resources.pod_admission import admit
+from apiserver.resources.pod_admission import unimplemented_causes
 from apiserver.resources.pod_validation import (
     validate_binding,
     validate_ephemeral_containers_update,
@@ -171,7 +171,8 @@ def add_positive(totals: dict[str, Decimal], resources: dict[str, Any]) -> set[s
 # --- validation ----------------------------------------------------------------------------
 
 def validate_create(pod: dict[str, Any]) -> list[Cause]:
-    return validate_pod(pod) + validate_pod_create_only(pod.get("spec") or {})
+    causes = validate_pod(pod) + validate_pod_create_only(pod.get("spec") or {})
+    return causes or unimplemented_causes(pod)
 
 
 def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
@@ -197,12 +198,9 @@ def prepare_ephemeral_containers_update(new: dict[str, Any], old: dict[str, Any]
 
 
 def validate_ephemeral_containers(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
-    """ValidatePodEphemeralContainersUpdate, then admission (kube's PodSecurity and co. see
-    this subresource too): the kubelet must be able to run the new containers as asked."""
-    causes = validate_ephemeral_containers_update(new, old)
-    if not causes:
-        admit(new)
-    return causes
+    """ValidatePodEphemeralContainersUpdate, then what the kubelet must be able to run as
+    asked (PodSecurity admission sees this subresource too, after validation)."""
+    return validate_ephemeral_containers_update(new, old) or unimplemented_causes(new)
 
 
 EPHEMERAL_CONTAINERS = SubresourceUpdate(prepare=prepare_ephemeral_containers_update,
@@ -540,7 +538,7 @@ PODS = Resource(
     descriptions={"Pod": "Pod is a collection of containers that can run on a host. This "
                          "resource is created by clients and scheduled onto hosts."},
     default=default_pod, validate=validate_create, validate_update=validate_update,
-    validate_status_update=validate_pod_status_update, warnings=warnings, admit=admit,
+    validate_status_update=validate_pod_status_update, warnings=warnings,
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True, bind=bind,
     fields=FIELDS, columns=COLUMNS, cells=pod_cells, row_conditions=row_conditions,
     merge_keys=MERGE_KEYS,
