@@ -151,6 +151,11 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
     async with httpx.AsyncClient(base_url=cluster.server, timeout=30) as http:
         await running_on(http, "pod-example", cluster.nodes.node1)
     assert node_containers(cluster.nodes.node1)
+    # The apiserver reaches the kubelet's HTTPS port with its kubelet-client certificate.
+    kubectl(cluster.server, "logs", "pod-example")
+    kubelet = f"https://127.0.0.1:{cluster.env['NODE1_KUBELET_PORT']}/healthz"
+    async with httpx.AsyncClient(verify=trust, timeout=10) as anonymous:
+        assert (await anonymous.get(kubelet)).status_code == 401  # --anonymous-auth=false
 
     down = cluster.compose("down", "--volumes", "--timeout", "60", timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
