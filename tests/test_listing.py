@@ -225,10 +225,11 @@ COMBINATIONS = [
 @pytest.fixture(scope="module")
 def counted_apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory,
                       ) -> Iterator[ApiServer]:
-    """An apiserver of this module's own: its LIST page counters move only with what these
-    tests ask (the session's is also listed by other tests' schedulers and kubelets)."""
-    server = ApiServer(etcd, Path(tmp_path_factory.mktemp("counted")),
-                       name="apiserver-counted").start()
+    """An apiserver and etcd prefix of this module's own: its LIST page counters move only
+    with what these tests ask (the session's is also listed by other tests' schedulers and
+    kubelets, and its namespace controller lists what other tests left Terminating)."""
+    server = ApiServer(etcd, Path(tmp_path_factory.mktemp("counted")), name="apiserver-counted",
+                       extra_args=["--etcd-prefix", f"/{unique('counted')}"]).start()
     yield server
     server.stop()
 
