@@ -13,7 +13,6 @@ the seeds' `node1`/`node2` are mapped to them.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -28,7 +27,7 @@ import httpx
 import yaml
 
 from tests.docker_support import node_containers, remove_node_containers
-from tests.support import PYTHON, REPO, Process, eventually, free_port
+from tests.support import PYTHON, REPO, Process, eventually, free_port, wait_http_ok
 
 NS = "default"
 EXAMPLES = REPO / "examples"
@@ -205,13 +204,8 @@ class KubectlProxy:
         self.process = Process("kubectl-proxy", [
             str(KUBECTL), "proxy", "--port", str(self.port),
             "--kubeconfig", str(self.kubeconfig)], self.log_path).start()
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/readyz", timeout=2).text == "ok":
-                    return self
-            assert self.process.alive() and time.monotonic() < deadline, self.process.log()
-            time.sleep(0.1)
+        wait_http_ok(f"{self.url}/readyz", process=self.process)
+        return self
 
     def stop(self) -> None:
         if self.process is not None:

@@ -114,14 +114,15 @@ class Process:
             return ""
 
 
-def wait_http_ok(url: str, *, timeout: float = 30, process: Process | None = None) -> None:
+def wait_http_ok(url: str, *, timeout: float = 30, process: Process | None = None,
+                 verify: ssl.SSLContext | bool = True) -> None:
     deadline = time.monotonic() + timeout
     last: Exception | str = "no answer"
     while time.monotonic() < deadline:
         if process is not None and not process.alive():
             raise RuntimeError(f"{process.name} exited early:\n{process.log()[-4000:]}")
         try:
-            r = httpx.get(url, timeout=2)
+            r = httpx.get(url, timeout=2, verify=verify)
             if r.status_code == 200:
                 return
             last = f"HTTP {r.status_code}: {r.text[:200]}"
@@ -160,24 +161,29 @@ def etcd_binary() -> str:
 class Etcd:
     """A single-member etcd on loopback with its own data directory."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, scheme: str = "http",
+                 tls_args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         self.client_port = free_port()
         self.peer_port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        self.endpoint = f"{scheme}://127.0.0.1:{self.client_port}"
+        peer = f"{scheme}://127.0.0.1:{self.peer_port}"
         self.process = Process("etcd", [
             etcd_binary(), "--name", "default",
             "--data-dir", str(workdir / "etcd-data"),
             "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"default={peer}",
+            "--initial-cluster", f"default={peer}", *tls_args,
             "--log-level", "warn",
         ], workdir / "etcd.log", env={"ETCD_UNSUPPORTED_ARCH": "arm64"})
 
+    def health_verify(self) -> ssl.SSLContext | bool:
+        return True
+
     def start(self) -> Etcd:
         self.process.start()
-        wait_http_ok(f"{self.endpoint}/health", process=self.process)
+        wait_http_ok(f"{self.endpoint}/health", process=self.process,
+                     verify=self.health_verify())
         return self
 
     def stop(self) -> None:
@@ -264,16 +270,8 @@ class SecureApiServer:
 
     def start(self) -> SecureApiServer:
         self.process.start()
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.process.alive(), self.process.log()[-3000:]
-            try:
-                if httpx.get(f"{self.url}/readyz", verify=self.admin, timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, self.process.log()[-3000:]
-            time.sleep(0.1)
+        wait_http_ok(f"{self.url}/readyz", process=self.process, verify=self.admin)
+        return self
 
     def stop(self) -> None:
         self.process.stop()
@@ -402,42 +400,18 @@ class TlsEtcd(Etcd):
     etcd CA of `pki_dir` (common.pki.init's) signed, as kubeadm's etcd.yaml runs it."""
 
     def __init__(self, workdir: Path, pki_dir: Path) -> None:
-        self.workdir = workdir
         self.pki_dir = pki_dir
-        self.client_port = free_port()
-        self.peer_port = free_port()
-        self.endpoint = f"https://127.0.0.1:{self.client_port}"
-        peer = f"https://127.0.0.1:{self.peer_port}"
         etcd_pki = pki_dir / "etcd"
-        self.process = Process("etcd", [
-            etcd_binary(), "--name", "default",
-            "--data-dir", str(workdir / "etcd-data"),
-            "--listen-client-urls", self.endpoint, "--advertise-client-urls", self.endpoint,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"default={peer}",
+        super().__init__(workdir, scheme="https", tls_args=(
             "--cert-file", str(etcd_pki / "server.crt"),
             "--key-file", str(etcd_pki / "server.key"),
             "--client-cert-auth", "--trusted-ca-file", str(etcd_pki / "ca.crt"),
             "--peer-cert-file", str(etcd_pki / "peer.crt"),
             "--peer-key-file", str(etcd_pki / "peer.key"),
-            "--peer-client-cert-auth", "--peer-trusted-ca-file", str(etcd_pki / "ca.crt"),
-            "--log-level", "warn",
-        ], workdir / "etcd.log", env={"ETCD_UNSUPPORTED_ARCH": "arm64"})
+            "--peer-client-cert-auth", "--peer-trusted-ca-file", str(etcd_pki / "ca.crt")))
 
-    def start(self) -> TlsEtcd:
-        self.process.start()
-        context = etcd_ssl_context(self.pki_dir)
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.process.alive(), self.process.log()[-3000:]
-            try:
-                if httpx.get(f"{self.endpoint}/health", verify=context,
-                             timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, self.process.log()[-3000:]
-            time.sleep(0.1)
+    def health_verify(self) -> ssl.SSLContext | bool:
+        return etcd_ssl_context(self.pki_dir)
 
     def apiserver_args(self) -> tuple[str, ...]:
         """kube-apiserver's flags for this etcd, with the PKI's apiserver-etcd-client."""
