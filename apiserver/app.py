@@ -814,18 +814,8 @@ class ResourceFront:
 
         def uid_of(resource: Resource) -> Callable[[str, str], Awaitable[str | None]]:
             async def lookup(namespace: str, name: str) -> str | None:
-                # from the watch cache, as kube's token validator reads its informer's lister;
-                # etcd only for one the cache has not seen (created a moment ago)
-                cache = registry.cache(resource)
-                cached = cache.get(registry.key(resource, namespace, name)) if cache.ready \
-                    else None
-                if cached is not None:
-                    return str(cached.obj["metadata"].get("uid", ""))
-                try:
-                    obj = await registry.get(resource, namespace, name)
-                except errors.NotFound:
-                    return None
-                return str(obj["metadata"].get("uid", ""))
+                obj = await registry.get_recent(resource, namespace, name)
+                return None if obj is None else str(obj["metadata"].get("uid", ""))
             return lookup
 
         try:

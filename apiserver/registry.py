@@ -172,6 +172,20 @@ class Registry:
         kv = await self._get_kv(resource, namespace, name)
         return objects.with_resource_version(kv.value, kv.mod_revision)
 
+    async def get_recent(self, resource: Resource, namespace: str | None,
+                         name: str) -> dict[str, Any] | None:
+        """The object as the watch cache has it, as kube's admission and token checks read
+        their informers' listers; etcd only for one the cache has not seen (created a
+        moment ago). None when it does not exist. Not a copy: do not change it."""
+        cache = self.cache(resource)
+        cached = cache.get(self.key(resource, namespace, name)) if cache.ready else None
+        if cached is not None:
+            return cached.obj
+        try:
+            return await self.get(resource, namespace, name)
+        except errors.NotFound:
+            return None
+
     async def _get_kv(self, resource: Resource, namespace: str | None, name: str) -> KV:
         kv = await self.storage.get(self.key(resource, namespace, name))
         if kv is None:

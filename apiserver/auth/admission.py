@@ -327,6 +327,7 @@ def namespace_labels_of(registry: Any) -> NamespaceLabels:
     from apiserver.resources.namespaces import NAMESPACES
 
     async def labels(namespace: str) -> Mapping[str, str] | None:
+        # from etcd, not registry.get_recent: a label set a moment before is enforced
         try:
             found = await registry.get(NAMESPACES, None, namespace)
         except errors.NotFound:
