@@ -2,7 +2,7 @@
 
 Mirrors the shape of kubelet's `container.Runtime` / CRI split: a pod is a sandbox
 (holding the network namespace) plus its containers. Everything the pod workers see
-of the runtime is one of these values; `kubelet.docker` is the only implementation.
+of the runtime is one of these values; `kubelet.docker.runtime` is the only implementation.
 
 Containers are found again after a kubelet restart through their labels (never by
 name), and each kubelet only ever sees containers labelled with its own node name.

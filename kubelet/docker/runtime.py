@@ -1,0 +1,173 @@
+"""`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from kubelet.docker.client import ConflictError, DockerClient, DockerError, NotFoundError
+from kubelet.docker.convert import (
+    container_create_body,
+    container_from_inspect,
+    image_info,
+    sandbox_create_body,
+    sandbox_from_inspect,
+    summary_from_list,
+)
+from kubelet.runtime import (
+    LABEL_POD_UID,
+    ContainerInfo,
+    ContainerSummary,
+    CreateContainerError,
+    ImageInfo,
+    ImageNotPresent,
+    ImagePullError,
+    PodObservation,
+    RuntimeVersion,
+    SandboxInfo,
+    StartContainerError,
+    build_observation,
+    container_name,
+    node_selector_labels,
+    parse_image,
+    pod_ref,
+    sandbox_name,
+)
+
+log = logging.getLogger(__name__)
+
+
+class DockerRuntime:
+    """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
+
+    def __init__(self, client: DockerClient, *, node_name: str, sandbox_image: str) -> None:
+        self.client = client
+        self.node_name = node_name
+        self.sandbox_image = sandbox_image
+
+    async def ping(self) -> bool:
+        return await self.client.ping()
+
+    async def version(self) -> RuntimeVersion:
+        version = await self.client.version()
+        info = await self.client.info()
+        return RuntimeVersion(
+            name="docker", version=str(version.get("Version") or ""),
+            api_version=str(version.get("ApiVersion") or ""),
+            os=str(info.get("OperatingSystem") or ""),
+            kernel_version=str(info.get("KernelVersion") or version.get("KernelVersion") or ""),
+            operating_system=str(info.get("OSType") or version.get("Os") or "linux"),
+            architecture=str(version.get("Arch") or ""),
+            cpus=int(info.get("NCPU") or 0), memory_bytes=int(info.get("MemTotal") or 0))
+
+    async def list_summaries(self) -> list[ContainerSummary]:
+        listed = await self.client.list_containers(labels=node_selector_labels(self.node_name))
+        return [summary_from_list(item) for item in listed]
+
+    async def observe_pod(self, pod_uid: str) -> PodObservation:
+        labels = {**node_selector_labels(self.node_name), LABEL_POD_UID: pod_uid}
+        listed = await self.client.list_containers(labels=labels)
+        found = [await self.inspect(summary_from_list(item)) for item in listed]
+        return build_observation(item for item in found if item is not None)
+
+    async def inspect(self, summary: ContainerSummary) -> ContainerInfo | SandboxInfo | None:
+        data = await self.client.inspect_container(summary.id)
+        if data is None:  # removed between list and inspect
+            return None
+        return sandbox_from_inspect(data) if summary.is_sandbox else container_from_inspect(data)
+
+    async def inspect_image(self, image: str) -> ImageInfo | None:
+        data = await self.client.inspect_image(str(parse_image(image)))
+        return image_info(data) if data is not None else None
+
+    async def pull_image(self, image: str) -> ImageInfo:
+        try:
+            await self.client.pull_image(image)
+        except DockerError as e:
+            raise ImagePullError(e.message) from e
+        except httpx.HTTPError as e:
+            raise ImagePullError(f"pulling {image}: {e}") from e
+        pulled = await self.inspect_image(image)
+        if pulled is None:
+            raise ImagePullError(f"image {image} is not present after a successful pull")
+        return pulled
+
+    async def ensure_sandbox_image(self) -> None:
+        if await self.inspect_image(self.sandbox_image) is None:
+            try:
+                await self.pull_image(self.sandbox_image)
+            except ImagePullError as e:
+                raise ImageNotPresent(
+                    f"pod sandbox image {self.sandbox_image!r} is not present and cannot be "
+                    f"pulled ({e.message}); build it with hack/build-images.sh or pass "
+                    f"--pod-infra-container-image") from e
+
+    async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int, node_ip: str) -> str:
+        await self.ensure_sandbox_image()
+        body = sandbox_create_body(pod, node_name=self.node_name, image=self.sandbox_image,
+                                   attempt=attempt, node_ip=node_ip)
+        name = sandbox_name(pod=pod_ref(pod), attempt=attempt)
+        sandbox_id = await self._create(name, body)
+        try:
+            await self.client.start_container(sandbox_id)
+        except DockerError as e:
+            raise StartContainerError(f"failed to start pod sandbox: {e.message}") from e
+        return sandbox_id
+
+    async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
+                               sandbox: SandboxInfo, attempt: int,
+                               pid_target: str | None = None) -> str:
+        body = container_create_body(pod, container, node_name=self.node_name,
+                                     sandbox_id=sandbox.id, attempt=attempt,
+                                     pid_target=pid_target)
+        name = container_name(container=str(container["name"]), pod=pod_ref(pod),
+                              attempt=attempt)
+        return await self._create(name, body)
+
+    async def _create(self, name: str, body: Mapping[str, Any]) -> str:
+        try:
+            return await self.client.create_container(name, body)
+        except ConflictError:
+            # Left over from an interrupted attempt (e.g. a kubelet killed mid-sync): the
+            # labels say it is ours, so replace it rather than fail forever.
+            log.info("replacing leftover container %s", name)
+            await self.client.remove_container(name, force=True)
+            try:
+                return await self.client.create_container(name, body)
+            except DockerError as e:
+                raise CreateContainerError(e.message) from e
+        except DockerError as e:
+            raise CreateContainerError(e.message) from e
+
+    async def start_container(self, container_id: str) -> None:
+        try:
+            await self.client.start_container(container_id)
+        except DockerError as e:
+            raise StartContainerError(e.message) from e
+
+    async def stop_container(self, container_id: str, *, grace_seconds: int) -> None:
+        try:
+            await self.client.stop_container(container_id, timeout_seconds=grace_seconds)
+        except NotFoundError:
+            pass
+
+    async def remove_container(self, container_id: str) -> None:
+        await self.client.remove_container(container_id, force=True)
+
+    async def container_logs(self, container_id: str, *, follow: bool = False,
+                             tail_lines: int | None = None, timestamps: bool = False,
+                             since_seconds: int | None = None) -> AsyncIterator[bytes]:
+        data = await self.client.inspect_container(container_id)
+        if data is None:
+            raise NotFoundError(404, f"container {container_id} not found")
+        tty = bool((data.get("Config") or {}).get("Tty"))
+        since = None
+        if since_seconds is not None:
+            since = int(datetime.now(UTC).timestamp()) - since_seconds
+        async for chunk in self.client.logs(container_id, follow=follow, tail=tail_lines,
+                                            timestamps=timestamps, since=since, tty=tty):
+            yield chunk
