@@ -49,9 +49,11 @@ from kubelet.node import (
     parse_node_labels,
 )
 from kubelet.pleg import Pleg
-from kubelet.pod_workers import KubeletConfig, PodWorkers
+from kubelet.pod_workers import PodWorkers
 from kubelet.runtime import ContainerSummary
 from kubelet.server import make_app
+from kubelet.status_manager import StatusManager
+from kubelet.sync import KubeletConfig
 
 log = logging.getLogger("kubelet")
 
@@ -151,7 +153,8 @@ async def run(args: argparse.Namespace) -> None:
                     user_agent=f"kubelet/{node_name}",
                     group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
     recorder = EventRecorder(api, component="kubelet", host=node_name)
-    workers = PodWorkers(runtime=runtime, api=api, recorder=recorder,
+    status = StatusManager(api)
+    workers = PodWorkers(runtime=runtime, api=api, recorder=recorder, status=status,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
                                               resync_seconds=args.resync_seconds))
     informer = Informer(api, "pods", field_selector=f"spec.nodeName={node_name}",

@@ -23,7 +23,7 @@ from kubelet.actions import (
     pid_target,
 )
 from kubelet.docker import container_create_body
-from kubelet.pod_workers import container_field_path
+from kubelet.events import container_field_path
 from kubelet.runtime import PodObservation
 from kubelet.status import Waiting, generate_pod_status
 from tests.docker_support import (

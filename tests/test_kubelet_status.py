@@ -17,8 +17,9 @@ from kubelet.docker import (
     parse_docker_time,
     sandbox_create_body,
 )
+from kubelet.images import default_pull_policy, should_pull
 from kubelet.node import merged_labels, node_conditions, parse_node_labels
-from kubelet.pod_workers import default_pull_policy, differs_semantically, should_pull
+from kubelet.pod_workers import differs_semantically
 from kubelet.resources import memory_bytes, nano_cpus
 from kubelet.runtime import (
     ContainerInfo,
