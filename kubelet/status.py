@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from common.timestamps import rfc3339
+from kubelet.qos import pod_qos_class
 from kubelet.runtime import ContainerInfo, PodObservation
 
 # Waiting reasons, as the kubelet words them.
@@ -270,6 +271,8 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
         key: old_status[key] for key in ("qosClass", "reason", "message", "nominatedNodeName")
         if key in old_status
     }
+    # GetPodQOS: the class the apiserver set at creation (it is immutable), else computed.
+    status.setdefault("qosClass", pod_qos_class(pod))
     status.update(
         phase=phase,
         conditions=pod_conditions(pod, statuses, phase, sandbox_ready=sandbox_ready, now=now),

@@ -422,7 +422,11 @@ def test_container_body_maps_the_container_spec() -> None:
     assert "ExposedPorts" not in body  # the sandbox owns the pod's network and its ports
     host = body["HostConfig"]
     assert host["NetworkMode"] == "container:sb" and host["IpcMode"] == "container:sb"
-    assert host["NanoCpus"] == 250_000_000 and host["Memory"] == 32 * 2**20
+    # kube's cgroup values: the request defaults to the limit for the shares (250m ->
+    # 256), the limit is a CFS quota of 25 ms per 100 ms, memory without swap.
+    assert host["CpuShares"] == 256 and host["CpuQuota"] == 25_000
+    assert host["CpuPeriod"] == 100_000 and "NanoCpus" not in host
+    assert host["Memory"] == host["MemorySwap"] == 32 * 2**20
     labels = body["Labels"]
     assert labels["io.kubernetes.pod.uid"] == "u-1" and labels["io.kubelite.node"] == "n1"
     assert labels["io.kubernetes.container.restartCount"] == "2"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubelet import resources
+from kubelet import qos, resources
 from kubelet.runtime import (
     LABEL_ATTEMPT,
     LABEL_CONTAINER_NAME,
@@ -188,14 +188,17 @@ def port_key(port: Mapping[str, Any]) -> str:
 
 def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], *,
                           node_name: str, sandbox_id: str, attempt: int,
-                          pid_target: str | None = None) -> dict[str, Any]:
+                          pid_target: str | None = None,
+                          memory_capacity: int = 0) -> dict[str, Any]:
     """A Docker create body for one pod container joining the sandbox's namespaces (and,
     for an ephemeral container with a target, the target's PID namespace).
 
     command -> Entrypoint and args -> Cmd, which gives Kubernetes' override rules: an
     Entrypoint set without Cmd drops the image's CMD, args alone keep its ENTRYPOINT.
+    Requests and limits become the cgroup settings kube gives them
+    (`resources.container_resources`), the QoS class the OOM score (with the node's
+    `memory_capacity`, for Burstable pods).
     """
-    limits = (container.get("resources") or {}).get("limits") or {}
     spec = pod.get("spec") or {}
     shared = f"container:{sandbox_id}"
     host_config: dict[str, Any] = {
@@ -209,10 +212,14 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         host_config["PidMode"] = f"container:{pid_target}"
     elif spec.get("shareProcessNamespace"):
         host_config["PidMode"] = shared
-    if "cpu" in limits:
-        host_config["NanoCpus"] = resources.nano_cpus(limits["cpu"])
-    if "memory" in limits:
-        host_config["Memory"] = resources.memory_bytes(limits["memory"])
+    host_config.update(resources.container_resources(container))
+    if memory_capacity > 0:
+        # kube gives Guaranteed containers -997; lowering a score below 0 takes
+        # CAP_SYS_RESOURCE, which a Docker engine run in a container lacks (runc then fails
+        # to start it), so they get 0: still below every Burstable (3..999) and BestEffort
+        # (1000) container, which is what the score is for.
+        host_config["OomScoreAdj"] = max(
+            qos.oom_score_adj(pod, container, memory_capacity=memory_capacity), 0)
     labels = pod_labels(pod, node_name=node_name, container=str(container["name"]),
                         attempt=attempt, kind="container")
     labels[LABEL_SPEC_HASH] = container_spec_hash(container)

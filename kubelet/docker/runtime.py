@@ -44,10 +44,12 @@ log = logging.getLogger(__name__)
 class DockerRuntime:
     """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
 
-    def __init__(self, client: DockerClient, *, node_name: str, sandbox_image: str) -> None:
+    def __init__(self, client: DockerClient, *, node_name: str, sandbox_image: str,
+                 memory_capacity: int = 0) -> None:
         self.client = client
         self.node_name = node_name
         self.sandbox_image = sandbox_image
+        self.memory_capacity = memory_capacity  # the node's, for Burstable OOM scores
 
     async def ping(self) -> bool:
         return await self.client.ping()
@@ -123,7 +125,8 @@ class DockerRuntime:
                                pid_target: str | None = None) -> str:
         body = container_create_body(pod, container, node_name=self.node_name,
                                      sandbox_id=sandbox.id, attempt=attempt,
-                                     pid_target=pid_target)
+                                     pid_target=pid_target,
+                                     memory_capacity=self.memory_capacity)
         name = container_name(container=str(container["name"]), pod=pod_ref(pod),
                               attempt=attempt)
         return await self._create(name, body)
