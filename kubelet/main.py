@@ -4,6 +4,9 @@ HTTP server.
     python -m kubelet --kubeconfig kubelet.conf --node-name node1 \
         [--node-labels k=v,k2=v2] [--node-ip IP] [--docker-socket /var/run/docker.sock] \
         [--port 10250] [--address 127.0.0.1] [--pod-infra-container-image IMAGE] \
+        [--max-pods 110] [--root-dir DIR] [--system-reserved cpu=100m,memory=100Mi] \
+        [--kube-reserved ...] [--eviction-hard memory.available<100Mi,...] \
+        [--declared-capacity cpu=2,memory=4Gi] \
         [--tls-cert-file F --tls-private-key-file F] [--client-ca-file F] \
         [--authentication-token-webhook] [--authorization-mode Webhook] [--anonymous-auth=false]
 
@@ -25,7 +28,8 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +42,24 @@ from common.events import EventRecorder
 from common.flags import boolean
 from common.informer import Informer
 from common.kubeconfig import connection
+from kubelet.allocatable import (
+    DECLARABLE,
+    DEFAULT_EVICTION_HARD,
+    MEMORY,
+    RESERVABLE,
+    Threshold,
+    allocatable,
+    declared,
+    host_capacity,
+    parse_eviction_thresholds,
+    parse_resource_list,
+    quantity_strings,
+)
 from kubelet.auth import MODES as AUTHZ_MODES
 from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.node import (
+    MAX_PODS,
     NODE_LEASE_DURATION_SECONDS,
     NodeAgent,
     NodeConfig,
@@ -58,6 +76,7 @@ from kubelet.sync import KubeletConfig
 log = logging.getLogger("kubelet")
 
 DEFAULT_SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
+DEFAULT_ROOT_DIR = "/var/lib/kubelet"
 
 
 def positive_int(text: str) -> int:
@@ -89,6 +108,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         default=NODE_LEASE_DURATION_SECONDS,
                         help="the node lease's leaseDurationSeconds; it is renewed every "
                              "quarter of it (the KubeletConfiguration field of that name)")
+    add_resource_flags(parser)
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
     add_auth_flags(parser)
@@ -100,6 +120,59 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.client_ca_file and not args.tls_cert_file:
         parser.error("--client-ca-file needs --tls-cert-file (client certificates need TLS)")
     return args
+
+
+def resource_list(allowed: tuple[str, ...], flag: str) -> Callable[[str], dict[str, Decimal]]:
+    def parse(text: str) -> dict[str, Decimal]:
+        try:
+            return parse_resource_list(text, allowed=allowed, flag=flag)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    return parse
+
+
+def eviction_thresholds(text: str) -> list[Threshold]:
+    try:
+        return parse_eviction_thresholds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_resource_flags(parser: argparse.ArgumentParser) -> None:
+    """What the Node reports as capacity and allocatable (kube's flags, kube's syntax)."""
+    parser.add_argument("--max-pods", type=positive_int, default=MAX_PODS,
+                        help=f"the Node's pods capacity (default {MAX_PODS})")
+    parser.add_argument("--root-dir", default=DEFAULT_ROOT_DIR,
+                        help="the kubelet's directory: its filesystem is the node's "
+                             f"ephemeral-storage (default {DEFAULT_ROOT_DIR})")
+    parser.add_argument("--system-reserved", default={}, metavar="cpu=100m,memory=100Mi",
+                        type=resource_list(RESERVABLE, "--system-reserved"),
+                        help="kept back from allocatable for the OS (cpu, memory, "
+                             "ephemeral-storage, pid)")
+    parser.add_argument("--kube-reserved", default={}, metavar="cpu=100m,memory=100Mi",
+                        type=resource_list(RESERVABLE, "--kube-reserved"),
+                        help="kept back from allocatable for Kubernetes' own daemons")
+    parser.add_argument("--eviction-hard", default=DEFAULT_EVICTION_HARD,
+                        type=eviction_thresholds, metavar="SIGNAL<QUANTITY,...",
+                        help="hard eviction thresholds; memory.available and nodefs.available "
+                             f"are kept back from allocatable (default "
+                             f"{DEFAULT_EVICTION_HARD.replace('%', '%%')})")
+    parser.add_argument("--declared-capacity", default={}, metavar="cpu=2,memory=4Gi",
+                        type=resource_list(DECLARABLE, "--declared-capacity"),
+                        help="kubelite extension (not a kube flag): report this capacity "
+                             "instead of the host's, per resource given (cpu, memory, "
+                             "ephemeral-storage, pods, hugepages-*), so that one machine "
+                             "can host a 2-cpu and a 4-cpu node; reservations and eviction "
+                             "thresholds apply to it as to the host's")
+
+
+def node_resources(args: argparse.Namespace) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """(capacity, allocatable), reading the host (blocking: run it in a thread)."""
+    host = host_capacity(root_dir=args.root_dir, max_pods=args.max_pods)
+    capacity = declared(host, args.declared_capacity)
+    return capacity, allocatable(capacity, system_reserved=args.system_reserved,
+                                 kube_reserved=args.kube_reserved,
+                                 eviction_hard=args.eviction_hard)
 
 
 def add_auth_flags(parser: argparse.ArgumentParser) -> None:
@@ -146,9 +219,13 @@ def server_config(args: argparse.Namespace, app: Any) -> uvicorn.Config:
 
 async def run(args: argparse.Namespace) -> None:
     node_name: str = args.node_name
+    capacity, node_allocatable = await asyncio.to_thread(node_resources, args)
+    log.info("kubelet %s: capacity %s, allocatable %s", node_name,
+             quantity_strings(capacity), quantity_strings(node_allocatable))
     docker = DockerClient(args.docker_socket)
     runtime = DockerRuntime(docker, node_name=node_name,
-                            sandbox_image=args.pod_infra_container_image)
+                            sandbox_image=args.pod_infra_container_image,
+                            memory_capacity=int(capacity[MEMORY]))
     api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
                     user_agent=f"kubelet/{node_name}",
                     group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
@@ -163,7 +240,10 @@ async def run(args: argparse.Namespace) -> None:
     agent = NodeAgent(client=api, runtime=runtime,
                       config=NodeConfig(node_name=node_name, node_ip=args.node_ip,
                                         port=args.port,
-                                        labels=parse_node_labels(args.node_labels)),
+                                        labels=parse_node_labels(args.node_labels),
+                                        max_pods=args.max_pods,
+                                        capacity=quantity_strings(capacity),
+                                        allocatable=quantity_strings(node_allocatable)),
                       heartbeat_seconds=args.heartbeat_seconds)
     lease = NodeLease(client=api, node_name=node_name,
                       duration_seconds=args.node_lease_duration_seconds)

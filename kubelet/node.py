@@ -54,6 +54,9 @@ class NodeConfig:
     port: int
     labels: dict[str, str] = field(default_factory=dict)
     max_pods: int = MAX_PODS
+    # What main computed (kubelet.allocatable); without them, the runtime's CPUs and memory.
+    capacity: dict[str, str] | None = None
+    allocatable: dict[str, str] | None = None
 
 
 def parse_node_labels(text: str) -> dict[str, str]:
@@ -148,8 +151,9 @@ def node_status(config: NodeConfig, runtime: RuntimeVersion | None, *, runtime_o
         "daemonEndpoints": {"kubeletEndpoint": {"Port": config.port}},
     }
     if runtime is not None:
-        resources = resources_of(runtime, max_pods=config.max_pods)
-        status.update(capacity=resources, allocatable=dict(resources),
+        capacity = config.capacity or resources_of(runtime, max_pods=config.max_pods)
+        status.update(capacity=dict(capacity),
+                      allocatable=dict(config.allocatable or capacity),
                       nodeInfo=node_info(runtime))
     else:
         for key in ("capacity", "allocatable", "nodeInfo"):
