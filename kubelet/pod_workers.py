@@ -11,8 +11,9 @@ journey through the kubelet, file by file:
   hangs, say): terminating the pod does not wait for it;
 - `kubelet.sync.PodSyncer` syncs it (SyncPod / SyncTerminatingPod), with the image
   manager (`kubelet.images`), the runtime (`kubelet.docker`), the events
-  (`kubelet.events`) and the status manager (`kubelet.status_manager`, created in main
-  and passed in);
+  (`kubelet.events`), the prober (`kubelet.prober`: its results decide readiness and
+  restarts) and the status manager (`kubelet.status_manager`, created in main and
+  passed in);
 - once the pod is gone from the API and its containers are removed, the worker ends.
 
 Containers of pods this kubelet no longer has are removed by `cleanup_orphans`, after
@@ -36,6 +37,7 @@ from kubelet.actions import Backoff
 from kubelet.events import EventSink, Recorder
 from kubelet.images import ImageManager
 from kubelet.pleg import PodCache
+from kubelet.prober import ProbeManager
 from kubelet.runtime import ContainerSummary, Runtime, RuntimeFailure, pod_ref
 from kubelet.status_manager import StatusManager, resource_version
 from kubelet.sync import ERROR_RETRY_SECONDS, KubeletConfig, PodState, PodSyncer
@@ -93,9 +95,10 @@ class PodWorkers:
         self.status = status if status is not None else StatusManager(
             api, retry_seconds=status_retry_seconds)
         self.images = ImageManager(runtime, self.events, clock=clock)
+        self.prober = ProbeManager(runtime, self.events, on_change=self.poke, clock=clock)
         self.syncer = PodSyncer(runtime=runtime, api=api, status=self.status,
                                 events=self.events, images=self.images, cache=self.cache,
-                                config=config, clock=clock)
+                                config=config, prober=self.prober, clock=clock)
         self.workers: dict[str, PodWorker] = {}
         self._orphans_in_progress: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -163,6 +166,7 @@ class PodWorkers:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.prober.stop()
         await self.status.stop()
         await self.events.flush()
 

@@ -212,6 +212,10 @@ class Runtime(Protocol):
 
     async def remove_container(self, container_id: str) -> None: ...
 
+    async def exec_sync(self, container_id: str, cmd: list[str], *,
+                        timeout_seconds: float) -> tuple[int, str]:
+        """Run a command in a running container to its end: (exit code, output)."""
+
     def container_logs(self, container_id: str, *, follow: bool = False,
                        tail_lines: int | None = None, timestamps: bool = False,
                        since_seconds: int | None = None) -> AsyncIterator[bytes]: ...

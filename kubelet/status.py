@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from common.timestamps import rfc3339
+from kubelet.prober.probes import ProbeStatus
 from kubelet.qos import pod_qos_class
 from kubelet.runtime import ContainerInfo, PodObservation
 
@@ -118,8 +119,10 @@ def runtime_state(container: ContainerInfo) -> dict[str, Any]:
 
 def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
                      instances: list[ContainerInfo], old: Mapping[str, Any] | None,
-                     waiting: Waiting | None) -> dict[str, Any]:
-    """The containerStatuses[] entry of one spec container; `instances` newest first."""
+                     waiting: Waiting | None,
+                     probes: ProbeStatus | None = None) -> dict[str, Any]:
+    """The containerStatuses[] entry of one spec container; `instances` newest first;
+    `probes`: what its readiness and startup probes say (None: it has none)."""
     status: dict[str, Any] = {
         "name": spec["name"], "image": spec.get("image", ""), "imageID": "",
         "ready": False, "started": False, "restartCount": 0,
@@ -137,8 +140,9 @@ def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
             restartCount=latest.attempt, state=runtime_state(latest),
             lastState=runtime_state(instances[1]) if len(instances) > 1 else {})
         if latest.state == "running":
-            status["ready"] = True  # no readiness probes: running is ready
-            status["started"] = True
+            # Without probes, running is ready and started.
+            status["ready"] = probes.ready if probes is not None else True
+            status["started"] = probes.started if probes is not None else True
     elif old and "running" in (old.get("state") or {}):
         # It ran and its container is gone (removed behind our back): it did terminate.
         status["lastState"] = {"terminated": {
@@ -253,15 +257,18 @@ def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase
 
 def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
                         waiting: Mapping[str, Waiting], *, node_ip: str,
-                        now: datetime) -> dict[str, Any]:
-    """The full `status` the kubelet writes for `pod` given what the runtime shows."""
+                        now: datetime,
+                        probes: Mapping[str, ProbeStatus] | None = None) -> dict[str, Any]:
+    """The full `status` the kubelet writes for `pod` given what the runtime shows (and,
+    for containers with readiness or startup probes, what those say)."""
     old_status = dict(pod.get("status") or {})
     old_containers = {s.get("name"): s for s in old_status.get("containerStatuses") or []}
     statuses = []
     for spec in (pod.get("spec") or {}).get("containers") or []:
         instances = observation.containers_named(spec["name"])
         statuses.append(container_status(pod, spec, instances, old_containers.get(spec["name"]),
-                                         waiting.get(spec["name"])))
+                                         waiting.get(spec["name"]),
+                                         (probes or {}).get(spec["name"])))
     phase = pod_phase(pod, statuses)
     if old_status.get("phase") in TERMINAL_PHASES:
         phase = old_status["phase"]  # pods never leave a terminal phase

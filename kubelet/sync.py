@@ -44,6 +44,7 @@ from kubelet.actions import (
 from kubelet.events import EventSink
 from kubelet.images import ImageManager
 from kubelet.pleg import CachedPod, PodCache
+from kubelet.prober import ProbeManager
 from kubelet.runtime import (
     ContainerInfo,
     ContainerSummary,
@@ -127,7 +128,8 @@ class PodSyncer:
 
     def __init__(self, *, runtime: Runtime, api: PodDeleter, status: StatusManager,
                  events: EventSink, images: ImageManager, cache: PodCache,
-                 config: KubeletConfig, clock: Callable[[], float] = time.monotonic) -> None:
+                 config: KubeletConfig, prober: ProbeManager | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.runtime = runtime
         self.api = api
         self.status = status
@@ -135,12 +137,15 @@ class PodSyncer:
         self.images = images
         self.cache = cache
         self.config = config
+        self.prober = prober
         self.clock = clock
         self.crash_backoff = Backoff()
 
     def forget(self, uid: str) -> None:
         self.crash_backoff.forget_prefix(uid)
         self.images.forget(uid)
+        if self.prober is not None:
+            self.prober.forget(uid)
 
     async def sync(self, state: PodState) -> None:
         if state.removed or (state.pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -158,12 +163,19 @@ class PodSyncer:
         status = self._set_status(state)
         if status.get("phase") in podstatus.TERMINAL_PHASES:
             # A finished pod keeps its exited containers (for logs) but runs nothing.
+            if self.prober is not None:
+                self.prober.forget(state.ref.uid)
             if anything_running(observation):
                 await self._stop_running(pod, observation, grace=grace_period_of(pod))
                 self._acted(state)
             return
 
-        # 3. What to do about the difference.
+        # 3. What to do about the difference: first the containers a liveness (or
+        # startup) probe failed, which are restarted like any that exited.
+        unhealthy = await self._kill_unhealthy(state, observation)
+        if unhealthy:
+            observation = await self._reinspect(observation, unhealthy)
+            state.view = CachedPod(observation, view.at)
         actions = compute_pod_actions(pod, observation)
         changed: list[ContainerSummary] = []
         if actions.kill_pod:
@@ -207,16 +219,49 @@ class PodSyncer:
             self._acted(state)
             observation = with_changes(observation, (), gone=doomed)
         state.view = CachedPod(observation, view.at)
+        if self.prober is not None:
+            self.prober.sync_pod(pod, observation, pod_ip=self._pod_ip(pod, observation))
         self._set_status(state)
+
+    def _pod_ip(self, pod: Mapping[str, Any], observation: PodObservation) -> str:
+        if (pod.get("spec") or {}).get("hostNetwork"):
+            return self.config.node_ip
+        sandbox = observation.latest_sandbox()
+        return sandbox.ip if sandbox is not None else ""
+
+    async def _kill_unhealthy(self, state: PodState,
+                              observation: PodObservation) -> list[ContainerSummary]:
+        """Stop the running containers whose liveness or startup probe failed."""
+        if self.prober is None:
+            return []
+        killed = []
+        for container in observation.containers:
+            kind = (self.prober.should_restart(state.ref.uid, container)
+                    if container.state == "running" else None)
+            if kind is None:
+                continue
+            log.info("%s: container %s failed its %s probe: restarting it", state.ref.key,
+                     container.name, kind)
+            self.events.emit(state.pod, "Normal", "Killing",
+                             f"Container {container.name} failed {kind} probe, will be "
+                             f"restarted", container=container.name)
+            await self.runtime.stop_container(container.id,
+                                              grace_seconds=grace_period_of(state.pod))
+            self._acted(state)
+            killed.append(summary_of(container))
+        return killed
 
     def _set_status(self, state: PodState) -> dict[str, Any]:
         """Hand the status the current view implies to the status manager (it writes it
         if it changed)."""
         assert state.view is not None
+        observation = state.view.observation
+        probes = (self.prober.status(state.ref.uid, observation)
+                  if self.prober is not None else None)
         compute = functools.partial(podstatus.generate_pod_status,
-                                    observation=state.view.observation,
+                                    observation=observation,
                                     waiting=dict(state.waiting), node_ip=self.config.node_ip,
-                                    now=datetime.now(UTC))
+                                    now=datetime.now(UTC), probes=probes)
         return self.status.set_status(state.pod, compute)
 
     async def _observe(self, state: PodState) -> CachedPod:
@@ -386,6 +431,8 @@ class PodSyncer:
     async def sync_terminating_pod(self, state: PodState) -> None:
         """Deletion: stop with the grace period, remove everything, then the API object."""
         pod = state.pod
+        if self.prober is not None:
+            self.prober.forget(state.ref.uid)
         if not state.finished:
             grace = grace_period_of(pod)
             log.info("%s: terminating (grace %ds)", state.ref.key, grace)

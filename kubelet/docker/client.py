@@ -4,6 +4,7 @@ returning Docker's JSON. Errors raise `DockerError` (404 -> `NotFoundError`, 409
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import struct
@@ -178,6 +179,26 @@ class DockerClient:
                               all_: bool = True) -> list[dict[str, Any]]:
         params = {"all": "true" if all_ else "false", "filters": label_filters(labels)}
         return list(await self._call("GET", "/containers/json", params=params) or [])
+
+    async def exec_run(self, container_id: str, cmd: list[str], *,
+                       timeout_seconds: float) -> tuple[int, bytes]:
+        """Run `cmd` in the container to its end (an exec probe): (exit code, stdout and
+        stderr as they came). TimeoutError when it takes longer than `timeout_seconds`."""
+        created = await self._call("POST", f"/containers/{container_id}/exec", body={
+            "Cmd": list(cmd), "AttachStdout": True, "AttachStderr": True, "Tty": False})
+        exec_id = str(created["Id"])
+        output = bytearray()
+        async with asyncio.timeout(timeout_seconds):
+            async with self._http.stream("POST", f"/exec/{exec_id}/start",
+                                         json={"Detach": False, "Tty": False},
+                                         timeout=httpx.Timeout(self.timeout, read=None)
+                                         ) as response:
+                if response.status_code >= 400:
+                    raise _error_for(response.status_code, await response.aread())
+                async for payload in demultiplex(response.aiter_bytes()):
+                    output += payload
+        inspected = await self._call("GET", f"/exec/{exec_id}/json")
+        return int(inspected.get("ExitCode") or 0), bytes(output)
 
     async def logs(self, container_id: str, *, follow: bool = False,
                    tail: int | None = None, timestamps: bool = False,

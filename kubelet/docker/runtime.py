@@ -27,6 +27,7 @@ from kubelet.runtime import (
     ImageNotPresent,
     ImagePullError,
     PodObservation,
+    RuntimeFailure,
     RuntimeVersion,
     SandboxInfo,
     StartContainerError,
@@ -160,6 +161,17 @@ class DockerRuntime:
 
     async def remove_container(self, container_id: str) -> None:
         await self.client.remove_container(container_id, force=True)
+
+    async def exec_sync(self, container_id: str, cmd: list[str], *,
+                        timeout_seconds: float) -> tuple[int, str]:
+        """ExecSync (an exec probe): the exit code and the output; TimeoutError, or
+        RuntimeFailure when Docker cannot run it."""
+        try:
+            code, output = await self.client.exec_run(container_id, cmd,
+                                                      timeout_seconds=timeout_seconds)
+        except DockerError as e:
+            raise RuntimeFailure(e.message) from e
+        return code, output.decode(errors="replace")
 
     async def container_logs(self, container_id: str, *, follow: bool = False,
                              tail_lines: int | None = None, timestamps: bool = False,
