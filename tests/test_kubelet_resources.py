@@ -364,3 +364,32 @@ async def test_kubectl_describe_node_shows_allocated_resources_and_its_pods(
     assert "  cpu                350m (20%)  700m (40%)" in out
     await http.delete(f"/api/v1/namespaces/default/pods/{name}")
     await http.delete(f"/api/v1/namespaces/default/pods/{done}")
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["--system-reserved", "cpu=1x"], "argument --system-reserved: invalid --system-reserved "
+                                      "'cpu=1x': quantities must match"),
+    (["--kube-reserved", "gpu=1"], "argument --kube-reserved: invalid --kube-reserved: "
+                                   "resource 'gpu' is not one of"),
+    (["--eviction-hard", "memory.available=1Gi"], "expected signal<quantity"),
+    (["--declared-capacity", "cpu=-2"], "cannot be negative"),
+    (["--max-pods", "0"], "must be greater than 0"),
+])
+def test_the_kubelet_refuses_bad_resource_flags(args: list[str], error: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from kubelet.main import parse_args
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--node-name", "n", "--apiserver", "http://127.0.0.1:1", *args])
+    assert e.value.code == 2
+    assert error in capsys.readouterr().err
+
+
+def test_the_resource_flags_reach_the_node() -> None:
+    from kubelet.main import node_resources, parse_args
+    args = parse_args(["--node-name", "n", "--apiserver", "http://127.0.0.1:1",
+                       "--declared-capacity", "cpu=4,memory=8Gi,pods=30", "--max-pods", "50",
+                       "--system-reserved", "cpu=500m", "--eviction-hard", ""])
+    capacity, allocatable_ = node_resources(args)
+    assert (capacity["cpu"], capacity["memory"], capacity["pods"]) == (D(4), D(8 * GI), D(30))
+    assert allocatable_["cpu"] == D("3.5") and allocatable_["memory"] == D(8 * GI)
+    assert allocatable_["ephemeral-storage"] == capacity["ephemeral-storage"]
