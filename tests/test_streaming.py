@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.docker_support import (
@@ -29,7 +30,7 @@ from tests.docker_support import (
     ensure_docker,
     remove_node_containers,
 )
-from tests.support import ApiServer, Kubectl, unique
+from tests.support import ApiServer, Kubectl, free_port, unique
 
 pytestmark = pytest.mark.docker
 
@@ -174,3 +175,95 @@ def test_exec_in_a_terminal_sizes_it_and_reads_what_is_typed(
         typed=b"test -t 0 && test -t 1 && echo is-a-tty; stty size; echo $((6 * 7)); exit 4\n")
     assert code == 4, output
     assert "is-a-tty\n" in output and "40 100\n" in output and "42\n" in output, output
+
+
+# -- port-forward -------------------------------------------------------------------------
+
+class PortForward:
+    """`kubectl port-forward pod/NAME LOCAL:REMOTE` in the background."""
+
+    def __init__(self, kubectl: Kubectl, target: str, remote: int, env: dict[str, str]) -> None:
+        self.local = free_port()
+        self.process = subprocess.Popen(
+            kubectl_command(kubectl, "port-forward", target, f"{self.local}:{remote}"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=kubectl_env(kubectl, env))
+
+    def __enter__(self) -> PortForward:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().decode()  # once listening, it says so
+        assert line.startswith(f"Forwarding from 127.0.0.1:{self.local}"), (
+            line + (self.process.stderr.read().decode() if self.process.stderr else ""))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_port_forward_carries_http_to_the_pod(kubectl: Kubectl, httpd_pod: str,
+                                              env: dict[str, str]) -> None:
+    with PortForward(kubectl, f"pod/{httpd_pod}", 80, env) as forward:
+        for _ in range(3):  # a connection each: one SPDY stream pair each
+            answer = httpx.get(f"http://127.0.0.1:{forward.local}/index.html", timeout=30)
+            assert (answer.status_code, answer.text) == (200, "hello from httpd\n")
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_port_forward_to_a_closed_port_says_why(kubectl: Kubectl, httpd_pod: str,
+                                                env: dict[str, str]) -> None:
+    with PortForward(kubectl, f"pod/{httpd_pod}", 81, env) as forward:
+        with pytest.raises(httpx.HTTPError):
+            httpx.get(f"http://127.0.0.1:{forward.local}/", timeout=30)
+        forward.process.terminate()
+        _, err = forward.process.communicate(timeout=10)
+    assert b"connect: connection refused" in err and b"lost connection to pod" in err, err
+
+
+# -- attach, run -it ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_attach_reaches_the_containers_own_stdin_and_stdout(
+        kubelet: KubeletProcess, kubectl: Kubectl, env: dict[str, str]) -> None:
+    manifest = pod_manifest(unique("attach"), kubelet.node_name,
+                            "read line; echo got $line; exit 0", stdin=True)
+    manifest["spec"]["restartPolicy"] = "Never"
+    name = start_pod(kubectl, manifest)
+    try:
+        done = kubectl.run("attach", "-i", name, stdin="hello\n", env=env)
+        assert "got hello\n" in done.stdout
+    finally:
+        kubectl.run("delete", "pod", name, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_run_it_rm_talks_to_the_new_pod_and_removes_it(
+        kubelet: KubeletProcess, kubectl: Kubectl, env: dict[str, str]) -> None:
+    name = unique("run")
+    overrides = json.dumps({"apiVersion": "v1", "spec": {"nodeName": kubelet.node_name,
+                                                         "terminationGracePeriodSeconds": 1}})
+    code, output = run_in_terminal(
+        kubectl, "run", name, "-it", "--rm", "--restart=Never", f"--image={BUSYBOX_IMAGE}",
+        f"--overrides={overrides}", "--", "sh", "-c",
+        "read line; echo got $line; stty size", env=env, typed=b"hello\n", rows=30,
+        columns=90, timeout=90)
+    assert code == 0, output
+    assert "got hello\n" in output and "30 90\n" in output, output
+    assert f'pod "{name}" deleted' in output, output
+    assert kubectl.run("get", "pod", name, check=False).returncode == 1
+
+
+# -- cp -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_cp_copies_a_file_into_the_pod_and_back(kubectl: Kubectl, shell_pod: str,
+                                                env: dict[str, str], tmp_path: Path) -> None:
+    sent = tmp_path / "sent.txt"
+    sent.write_bytes(os.urandom(3000).hex().encode() + b"\n")
+    remote = f"/tmp/{unique('cp')}.txt"
+    kubectl.run("cp", str(sent), f"{shell_pod}:{remote}", env=env)
+    assert kubectl.run("exec", shell_pod, "--", "cat", remote, env=env).stdout == \
+        sent.read_text()
+    back = tmp_path / "back.txt"
+    kubectl.run("cp", f"{shell_pod}:{remote}", str(back), env=env)
+    assert back.read_bytes() == sent.read_bytes()

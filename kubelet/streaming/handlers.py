@@ -127,13 +127,14 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
             raise StreamRequestError(404, f'pod "{pod_name}" does not exist')
         return pod
 
-    async def running_container(pod: Mapping[str, Any], container: str) -> str:
+    async def running_container(pod: Mapping[str, Any], container: str) -> tuple[str, bool]:
+        """(its runtime id, its spec's stdinOnce)."""
         spec = pod.get("spec") or {}
-        names = [c.get("name") for key in ("containers", "initContainers",
-                                           "ephemeralContainers")
-                 for c in spec.get(key) or []]
+        specs = {c.get("name"): c for key in ("containers", "initContainers",
+                                              "ephemeralContainers")
+                 for c in spec.get(key) or []}
         pod_name = (pod.get("metadata") or {}).get("name", "")
-        if container not in names:
+        if container not in specs:
             raise StreamRequestError(404, f'container "{container}" not found in pod '
                                           f'"{pod_name}"')
         observation = await runtime.observe_pod(pod_ref(pod).uid)
@@ -141,7 +142,7 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
         if latest is None or latest.state != "running":
             raise StreamRequestError(
                 400, f'container "{container}" in pod "{pod_name}" is not running')
-        return latest.id
+        return latest.id, bool(specs[container].get("stdinOnce"))
 
     async def remote_command(request: Request, *, attach: bool) -> Response:
         namespace, pod_name = request.path_params["namespace"], request.path_params["pod"]
@@ -154,18 +155,26 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
         try:
             kind, protocol = choose_protocol(request, websocket=remotecommand.WEBSOCKET_PROTOCOLS,
                                              spdy=remotecommand.SPDY_PROTOCOLS)
-            container_id = await running_container(lookup(namespace, pod_name), container)
+            container_id, stdin_once = await running_container(lookup(namespace, pod_name),
+                                                               container)
         except StreamRequestError as e:
             return PlainTextResponse(e.message, e.status_code)
-        serve = remotecommand.serve_attach if attach else remotecommand.serve_exec
         headers = headers_of(request)
+
+        async def serve(session: remotecommand.Session) -> None:
+            if attach:
+                await remotecommand.serve_attach(session, docker, container_id, options,
+                                                 where=where, stdin_once=stdin_once)
+            else:
+                await remotecommand.serve_exec(session, docker, container_id, options,
+                                               where=where)
 
         async def over_websocket(reader: asyncio.StreamReader,
                                  writer: asyncio.StreamWriter) -> None:
             socket = WebSocket(reader, writer)
             session, reading = await remotecommand.websocket_session(socket, protocol)
             try:
-                await serve(session, docker, container_id, options, where=where)
+                await serve(session)
             finally:
                 reading.cancel()
 
@@ -177,7 +186,7 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
                 log.info("%s: %s", where, e)
                 return
             try:
-                await serve(session, docker, container_id, options, where=where)
+                await serve(session)
             finally:
                 reading.cancel()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,8 +72,15 @@ class Target:
 
 
 async def dial(target: Target, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
-        return await asyncio.open_connection(target.ip, port)
+    """A connection to the pod's port; an OSError worded as Go's dialer otherwise."""
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            return await asyncio.open_connection(target.ip, port)
+    except TimeoutError:
+        raise OSError(f"dial tcp4 {target.ip}:{port}: i/o timeout") from None
+    except OSError as e:
+        reason = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise OSError(f"dial tcp4 {target.ip}:{port}: connect: {reason}") from None
 
 
 # -- SPDY ------------------------------------------------------------------------------

@@ -218,10 +218,11 @@ async def spdy_session(spdy: SpdySession, options: Options) -> tuple[Session, as
 
 # -- running it ----------------------------------------------------------------------
 
-async def _feed_stdin(session: Session, hijacked: HijackedStream) -> None:
+async def _feed_stdin(session: Session, hijacked: HijackedStream, *, close: bool) -> None:
     while data := await session.stdin.get():
         await hijacked.write(data)
-    hijacked.close_stdin()
+    if close:
+        hijacked.close_stdin()
 
 
 async def _resize(session: Session, resize: Callable[[int, int], Awaitable[None]]) -> None:
@@ -237,11 +238,14 @@ async def _copy_output(session: Session, hijacked: HijackedStream) -> None:
 
 
 async def run(session: Session, hijacked: HijackedStream, options: Options,
-              resize: Callable[[int, int], Awaitable[None]]) -> None:
-    """Copy stdin in and output out until the process closes its output."""
+              resize: Callable[[int, int], Awaitable[None]], *, close_stdin: bool) -> None:
+    """Copy stdin in and output out until the process closes its output. `close_stdin`:
+    whether the client's end of stdin closes the process's (Docker ends an attach whose
+    stdin closes, unless the container's stdin is `stdinOnce`: it then sees the EOF)."""
     helpers = [asyncio.create_task(_resize(session, resize), name="resize")]
     if options.stdin:
-        helpers.append(asyncio.create_task(_feed_stdin(session, hijacked), name="stdin"))
+        helpers.append(asyncio.create_task(_feed_stdin(session, hijacked, close=close_stdin),
+                                           name="stdin"))
     try:
         await _copy_output(session, hijacked)
     finally:
@@ -269,7 +273,7 @@ async def serve_exec(session: Session, docker: DockerStreams, container_id: str,
     async def resize(width: int, height: int) -> None:
         await docker.resize_exec(exec_id, width=width, height=height)
 
-    await run(session, hijacked, options, resize)
+    await run(session, hijacked, options, resize, close_stdin=True)
     code = await docker.exec_exit_code(exec_id)
     log.info("%s: exec %s exited with %s", where, list(options.command), code)
     await session.write(ERROR, json.dumps(exit_status(code, options.command)).encode())
@@ -277,7 +281,7 @@ async def serve_exec(session: Session, docker: DockerStreams, container_id: str,
 
 
 async def serve_attach(session: Session, docker: DockerStreams, container_id: str,
-                       options: Options, *, where: str) -> None:
+                       options: Options, *, where: str, stdin_once: bool) -> None:
     try:
         hijacked = await docker.attach(container_id, stdin=options.stdin,
                                        stdout=options.stdout, stderr=options.stderr,
@@ -292,7 +296,7 @@ async def serve_attach(session: Session, docker: DockerStreams, container_id: st
     async def resize(width: int, height: int) -> None:
         await docker.resize_container(container_id, width=width, height=height)
 
-    await run(session, hijacked, options, resize)
+    await run(session, hijacked, options, resize, close_stdin=stdin_once)
     log.info("%s: attach ended", where)
     await session.write(ERROR, json.dumps(exit_status(0, ())).encode())
     await session.finish()
