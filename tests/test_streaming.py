@@ -267,3 +267,57 @@ def test_cp_copies_a_file_into_the_pod_and_back(kubectl: Kubectl, shell_pod: str
     back = tmp_path / "back.txt"
     kubectl.run("cp", f"{shell_pod}:{remote}", str(back), env=env)
     assert back.read_bytes() == sent.read_bytes()
+
+
+# -- the official Python client (WebSocket v4.channel.k8s.io) --------------------------
+
+def core_api(apiserver: ApiServer) -> Any:
+    """The `kubernetes` package's CoreV1Api on the session apiserver."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = apiserver.url
+    return client.CoreV1Api(client.ApiClient(configuration))
+
+
+def test_python_client_stream_runs_a_command(apiserver: ApiServer, shell_pod: str) -> None:
+    from kubernetes.stream import stream
+
+    api = core_api(apiserver)
+    output = stream(api.connect_get_namespaced_pod_exec, shell_pod, NS,
+                    command=["sh", "-c", "echo from python"], stderr=True, stdin=False,
+                    stdout=True, tty=False)
+    assert output == "from python\n"
+
+
+def test_python_client_stream_gets_stdin_and_the_exit_code(apiserver: ApiServer,
+                                                           shell_pod: str) -> None:
+    from kubernetes.stream import stream
+
+    api = core_api(apiserver)
+    session = stream(api.connect_get_namespaced_pod_exec, shell_pod, NS,
+                     command=["sh", "-c", "read line; echo got $line; echo oops >&2; exit 7"],
+                     stderr=True, stdin=True, stdout=True, tty=False, _preload_content=False)
+    session.write_stdin("hello\n")
+    session.run_forever(timeout=30)
+    assert session.read_stdout() == "got hello\n"
+    assert session.read_stderr() == "oops\n"
+    assert session.returncode == 7
+
+
+def test_python_client_portforward_reaches_the_pod(apiserver: ApiServer,
+                                                   httpd_pod: str) -> None:
+    from kubernetes.stream import portforward
+
+    api = core_api(apiserver)
+    forward = portforward(api.connect_get_namespaced_pod_portforward, httpd_pod, NS,
+                          ports="80")
+    sock = forward.socket(80)
+    sock.setblocking(True)
+    sock.settimeout(30)
+    sock.sendall(b"GET /index.html HTTP/1.0\r\n\r\n")
+    answer = b""
+    while chunk := sock.recv(4096):
+        answer += chunk
+    sock.close()
+    assert answer.startswith(b"HTTP/1.") and answer.endswith(b"hello from httpd\n"), answer

@@ -181,7 +181,7 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
         async def over_spdy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             spdy = SpdySession(reader, writer)
             try:
-                session, reading = await remotecommand.spdy_session(spdy, options)
+                session, reading = await remotecommand.spdy_session(spdy, options, protocol)
             except remotecommand.OptionsError as e:
                 log.info("%s: %s", where, e)
                 return

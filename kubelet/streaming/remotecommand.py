@@ -153,13 +153,16 @@ async def websocket_session(socket: WebSocket, protocol: str) -> tuple[Session, 
     return session, asyncio.create_task(read(), name="ws-read")
 
 
-async def spdy_session(spdy: SpdySession, options: Options) -> tuple[Session, asyncio.Task]:
+async def spdy_session(spdy: SpdySession, options: Options,
+                       protocol: str) -> tuple[Session, asyncio.Task]:
     """A Session on SPDY streams: waits for those the options ask for (and error, and
     resize with a TTY), as the kubelet's waitForStreams does."""
     streams: dict[int, Stream] = {}
     arrived = asyncio.Event()
     wanted = {ERROR} | ({STDIN} if options.stdin else set()) | (
         {STDOUT} if options.stdout else set()) | ({STDERR} if options.stderr else set())
+    if options.tty and protocol != "v2.channel.k8s.io":  # v3 added the resize stream
+        wanted.add(RESIZE)
 
     def on_stream(stream: Stream) -> None:
         kind = STREAM_TYPES.get(stream.header("streamtype").lower())
