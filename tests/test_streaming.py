@@ -13,6 +13,7 @@ import json
 import os
 import pty
 import select
+import signal
 import struct
 import subprocess
 import termios
@@ -131,9 +132,11 @@ def kubectl_env(kubectl: Kubectl, env: dict[str, str]) -> dict[str, str]:
 
 
 def run_in_terminal(kubectl: Kubectl, *args: str, env: dict[str, str], typed: bytes,
-                    rows: int = 40, columns: int = 100, timeout: float = 60) -> tuple[int, str]:
+                    rows: int = 40, columns: int = 100, timeout: float = 60,
+                    after: bytes | None = None) -> tuple[int, str]:
     """kubectl on a pseudo-terminal of `rows` x `columns`: `typed` is written to it once it
-    runs; (exit code, everything it printed)."""
+    prints `after` (else once it shows a prompt, or after 3 s); (exit code, everything it
+    printed)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     process = subprocess.Popen(kubectl_command(kubectl, *args), stdin=slave, stdout=slave,
@@ -154,8 +157,12 @@ def run_in_terminal(kubectl: Kubectl, *args: str, env: dict[str, str], typed: by
                 if not chunk:
                     break
                 output += chunk
-            if not sent and (b"$ " in output or b"# " in output or time.monotonic() >
-                             deadline - timeout + 3):
+            if after is not None:
+                due = after in output
+            else:
+                due = (b"$ " in output or b"# " in output
+                       or time.monotonic() > deadline - timeout + 3)
+            if not sent and due:
                 os.write(master, typed)
                 sent = True
         code = process.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -175,6 +182,36 @@ def test_exec_in_a_terminal_sizes_it_and_reads_what_is_typed(
         typed=b"test -t 0 && test -t 1 && echo is-a-tty; stty size; echo $((6 * 7)); exit 4\n")
     assert code == 4, output
     assert "is-a-tty\n" in output and "40 100\n" in output and "42\n" in output, output
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_ctrl_c_in_a_terminal_interrupts_the_command(kubectl: Kubectl, shell_pod: str,
+                                                     env: dict[str, str]) -> None:
+    code, output = run_in_terminal(
+        kubectl, "exec", "-it", shell_pod, "--", "sh", "-c",
+        "trap 'echo interrupted; exit 9' INT; echo ready; while true; do sleep 0.1; done",
+        env=env, typed=b"\x03", after=b"ready")
+    assert code == 9, output
+    assert "interrupted\n" in output, output
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_stopping_kubectl_closes_the_commands_stdin(kubectl: Kubectl, shell_pod: str,
+                                                    env: dict[str, str]) -> None:
+    marker = f"/tmp/{unique('closed')}"
+    process = subprocess.Popen(
+        kubectl_command(kubectl, "exec", "-i", shell_pod, "--", "sh", "-c",
+                        f"echo started; cat >/dev/null; touch {marker}"),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=kubectl_env(kubectl, env))
+    assert process.stdout is not None and process.stdin is not None
+    assert process.stdout.readline() == b"started\n"
+    process.send_signal(signal.SIGINT)  # Ctrl-C: stdin is still open
+    process.wait(timeout=10)
+    process.stdin.close()
+    deadline = time.monotonic() + 30
+    while kubectl.run("exec", shell_pod, "--", "test", "-f", marker, check=False).returncode:
+        assert time.monotonic() < deadline, "the command never saw its stdin close"
+        time.sleep(0.3)
 
 
 # -- port-forward -------------------------------------------------------------------------
@@ -217,7 +254,8 @@ def test_port_forward_to_a_closed_port_says_why(kubectl: Kubectl, httpd_pod: str
             httpx.get(f"http://127.0.0.1:{forward.local}/", timeout=30)
         forward.process.terminate()
         _, err = forward.process.communicate(timeout=10)
-    assert b"connect: connection refused" in err and b"lost connection to pod" in err, err
+    assert b"error forwarding port 81 to po" in err, err
+    assert b"connect: connection refused" in err, err
 
 
 # -- attach, run -it ----------------------------------------------------------------------
