@@ -291,6 +291,18 @@ def test_run_it_rm_talks_to_the_new_pod_and_removes_it(
     assert kubectl.run("get", "pod", name, check=False).returncode == 1
 
 
+def test_debug_it_attaches_to_the_new_ephemeral_container(kubectl: Kubectl,
+                                                          shell_pod: str) -> None:
+    debugger = unique("dbg")
+    code, output = run_in_terminal(
+        kubectl, "debug", "-it", shell_pod, f"--image={BUSYBOX_IMAGE}",
+        "--image-pull-policy=IfNotPresent", "--profile=baseline", "-c", debugger, "--", "sh",
+        env=WEBSOCKET, typed=b"echo in-$((40 + 2)); exit\n", timeout=90)
+    assert code == 0, output
+    assert "in-42\n" in output, output
+    assert "falling back to streaming logs" not in output, output
+
+
 # -- cp -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("env", PROTOCOLS)
