@@ -214,6 +214,23 @@ def test_stopping_kubectl_closes_the_commands_stdin(kubectl: Kubectl, shell_pod:
         time.sleep(0.3)
 
 
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_the_kubelet_lets_go_of_a_session_whose_client_left(
+        kubelet: KubeletProcess, kubectl: Kubectl, shell_pod: str, env: dict[str, str]) -> None:
+    seconds = str(600 + len(env))  # a command line of its own in the kubelet's log
+    process = subprocess.Popen(
+        kubectl_command(kubectl, "exec", shell_pod, "--", "sh", "-c",
+                        f"echo started; exec sleep {seconds}"),
+        stdout=subprocess.PIPE, env=kubectl_env(kubectl, env))
+    assert process.stdout is not None and process.stdout.readline() == b"started\n"
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=10)
+    deadline = time.monotonic() + 30
+    while f"exec sleep {seconds}']: the client went away" not in kubelet.log():
+        assert time.monotonic() < deadline, kubelet.log()[-3000:]
+        time.sleep(0.3)
+
+
 # -- port-forward -------------------------------------------------------------------------
 
 class PortForward:

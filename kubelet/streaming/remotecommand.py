@@ -117,8 +117,20 @@ class Session:
 
     write: Callable[[int, bytes], Awaitable[None]]  # stdout 1, stderr 2, error 3
     finish: Callable[[], Awaitable[None]]
+    # v4 and v5 end with a Status; v1..v3 with an error's text, or nothing on success
+    status_json: bool = True
     stdin: asyncio.Queue[bytes] = field(default_factory=asyncio.Queue)  # b"": EOF
     resizes: asyncio.Queue[tuple[int, int]] = field(default_factory=asyncio.Queue)
+    gone: asyncio.Event = field(default_factory=asyncio.Event)  # the client went away
+
+    async def end(self, status: dict[str, Any]) -> None:
+        """The final status on the error stream (unless the client is gone), then close."""
+        if not self.gone.is_set():
+            if self.status_json:
+                await self.write(ERROR, json.dumps(status).encode())
+            elif status.get("status") != "Success":
+                await self.write(ERROR, str(status.get("message") or "").encode())
+        await self.finish()
 
 
 # -- the two framings ----------------------------------------------------------------
@@ -132,7 +144,8 @@ async def websocket_session(socket: WebSocket, protocol: str) -> tuple[Session, 
     async def finish() -> None:
         await socket.close()
 
-    session = Session(write=write, finish=finish)
+    session = Session(write=write, finish=finish,
+                      status_json=protocol in ("v5.channel.k8s.io", "v4.channel.k8s.io"))
     resize_buffer = bytearray()
 
     async def read() -> None:
@@ -149,6 +162,7 @@ async def websocket_session(socket: WebSocket, protocol: str) -> tuple[Session, 
             elif channel == CLOSE and data[:1] == bytes([STDIN]) and protocol.startswith("v5"):
                 session.stdin.put_nowait(b"")
         session.stdin.put_nowait(b"")
+        session.gone.set()
 
     return session, asyncio.create_task(read(), name="ws-read")
 
@@ -191,7 +205,8 @@ async def spdy_session(spdy: SpdySession, options: Options,
         await spdy.close()
         reader.cancel()
 
-    session = Session(write=write, finish=finish)
+    session = Session(write=write, finish=finish, status_json=protocol == "v4.channel.k8s.io")
+    reader.add_done_callback(lambda _: session.gone.set())
 
     async def pump(stream: Stream, into: Callable[[bytes], None]) -> None:
         while data := await stream.read():
@@ -245,13 +260,22 @@ async def run(session: Session, hijacked: HijackedStream, options: Options,
     """Copy stdin in and output out until the process closes its output. `close_stdin`:
     whether the client's end of stdin closes the process's (Docker ends an attach whose
     stdin closes, unless the container's stdin is `stdinOnce`: it then sees the EOF)."""
-    helpers = [asyncio.create_task(_resize(session, resize), name="resize")]
+    helpers = [asyncio.create_task(_resize(session, resize), name="resize"),
+               asyncio.create_task(session.gone.wait(), name="gone")]
     if options.stdin:
         helpers.append(asyncio.create_task(_feed_stdin(session, hijacked, close=close_stdin),
                                            name="stdin"))
+    output = asyncio.create_task(_copy_output(session, hijacked), name="output")
     try:
-        await _copy_output(session, hijacked)
+        # a client that goes away ends the session (Docker closes the process's streams)
+        await asyncio.wait({output, helpers[1]}, return_when=asyncio.FIRST_COMPLETED)
+        if not output.done():
+            output.cancel()
+            await asyncio.gather(output, return_exceptions=True)
+        else:
+            await output
     finally:
+        output.cancel()
         for task in helpers:
             task.cancel()
         hijacked.close()
@@ -267,8 +291,7 @@ async def serve_exec(session: Session, docker: DockerStreams, container_id: str,
     except (DockerStreamError, OSError) as e:
         message = e.message if isinstance(e, DockerStreamError) else str(e)
         log.info("%s: exec %s failed: %s", where, list(options.command), message)
-        await session.write(ERROR, json.dumps(error_status(message)).encode())
-        await session.finish()
+        await session.end(error_status(message))
         return
     log.info("%s: exec %s (tty=%s, stdin=%s)", where, list(options.command), options.tty,
              options.stdin)
@@ -277,10 +300,13 @@ async def serve_exec(session: Session, docker: DockerStreams, container_id: str,
         await docker.resize_exec(exec_id, width=width, height=height)
 
     await run(session, hijacked, options, resize, close_stdin=True)
+    if session.gone.is_set():
+        log.info("%s: exec %s: the client went away", where, list(options.command))
+        await session.finish()
+        return
     code = await docker.exec_exit_code(exec_id)
     log.info("%s: exec %s exited with %s", where, list(options.command), code)
-    await session.write(ERROR, json.dumps(exit_status(code, options.command)).encode())
-    await session.finish()
+    await session.end(exit_status(code, options.command))
 
 
 async def serve_attach(session: Session, docker: DockerStreams, container_id: str,
@@ -291,8 +317,7 @@ async def serve_attach(session: Session, docker: DockerStreams, container_id: st
                                        tty=options.tty)
     except (DockerStreamError, OSError) as e:
         message = e.message if isinstance(e, DockerStreamError) else str(e)
-        await session.write(ERROR, json.dumps(error_status(message)).encode())
-        await session.finish()
+        await session.end(error_status(message))
         return
     log.info("%s: attached (tty=%s, stdin=%s)", where, options.tty, options.stdin)
 
@@ -301,5 +326,4 @@ async def serve_attach(session: Session, docker: DockerStreams, container_id: st
 
     await run(session, hijacked, options, resize, close_stdin=stdin_once)
     log.info("%s: attach ended", where)
-    await session.write(ERROR, json.dumps(exit_status(0, ())).encode())
-    await session.finish()
+    await session.end(exit_status(0, ()))
