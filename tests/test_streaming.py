@@ -120,6 +120,15 @@ def test_exec_pipes_stdin(kubectl: Kubectl, shell_pod: str, env: dict[str, str])
     assert done.stdout == text + "done\n"
 
 
+@pytest.mark.parametrize("env", PROTOCOLS)
+def test_a_command_reaches_docker_as_argv_whatever_it_holds(
+        kubectl: Kubectl, shell_pod: str, env: dict[str, str]) -> None:
+    hostile = ['"], "Privileged": true, "User": "root", "Cmd": ["id', "$(id)", "a\nb",
+               "; rm -rf /", "\u00e9\u00e8 \\x00"]
+    done = kubectl.run("exec", shell_pod, "--", "printf", "[%s]\n", *hostile, env=env)
+    assert done.stdout == "".join(f"[{arg}]\n" for arg in hostile)
+
+
 def kubectl_command(kubectl: Kubectl, *args: str) -> list[str]:
     """kubectl's command line as Kubectl.run builds it (for what it cannot run: a
     terminal, a process in the background)."""
