@@ -141,8 +141,11 @@ def server_config(args: argparse.Namespace, app: Any) -> uvicorn.Config:
                                  args.client_ca_file)
         tls = {"http": HijackTLSHttpToolsProtocol,
                "ssl_context_factory": lambda _config, _default: context}
+    # open exec/attach/port-forward sessions (and logs -f) get 3 s at shutdown, as the
+    # apiserver's requests do, instead of holding the kubelet up for as long as they last
     return uvicorn.Config(app, host=args.address, port=args.port, log_level="warning",
-                          lifespan="off", access_log=False, **tls)
+                          lifespan="off", access_log=False, timeout_graceful_shutdown=3,
+                          **tls)
 
 
 async def run(args: argparse.Namespace) -> None:

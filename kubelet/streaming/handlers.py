@@ -245,9 +245,7 @@ def streaming_routes(*, runtime: Runtime, get_pod: PodLookup,
 
         if kind == "spdy":
             return Upgraded(spdy_response(protocol), over_spdy, where)
-        head = switching_response(headers, protocol) if protocol else \
-            switching_response(headers, "").replace(b"Sec-WebSocket-Protocol: \r\n", b"")
-        return Upgraded(head, tunnelled if protocol in portforward.TUNNEL_PROTOCOLS
+        return Upgraded(switching_response(headers, protocol), tunnelled if protocol in portforward.TUNNEL_PROTOCOLS
                         else channels, where)
 
     return {"/exec/{namespace}/{pod}/{container}": exec_,

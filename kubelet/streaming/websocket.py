@@ -53,10 +53,12 @@ def handshake_error(headers: Mapping[str, str]) -> str | None:
 
 
 def switching_response(headers: Mapping[str, str], protocol: str) -> bytes:
+    """The handshake's answer; `protocol` "" (none was asked for): no subprotocol header."""
+    chosen = f"Sec-WebSocket-Protocol: {protocol}\r\n" if protocol else ""
     return (f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\n"
             f"Sec-WebSocket-Accept: {accept_key(headers['sec-websocket-key'])}\r\n"
-            f"Sec-WebSocket-Protocol: {protocol}\r\n\r\n").encode("latin-1")
+            f"{chosen}\r\n").encode("latin-1")
 
 
 class WebSocket:
