@@ -112,3 +112,18 @@ async def test_other_verbs_are_not_allowed(http: httpx.AsyncClient, method: str)
                                 content=b"{}", headers={"Content-Type": "application/json"})
     assert answer.status_code == 405, answer.text
     assert answer.json()["reason"] == "MethodNotAllowed"
+
+
+async def test_openapi_describes_the_connect_subresources(http: httpx.AsyncClient) -> None:
+    paths = (await http.get("/openapi/v3/api/v1")).json()["paths"]
+    item = paths["/api/v1/namespaces/{namespace}/pods/{name}/exec"]
+    assert [item["get"]["operationId"], item["post"]["operationId"]] == [
+        "connectCoreV1GetNamespacedPodExec", "connectCoreV1PostNamespacedPodExec"]
+    assert [p["name"] for p in item["get"]["parameters"]] == [
+        "command", "container", "stderr", "stdin", "stdout", "tty"]
+    assert item["get"]["x-kubernetes-action"] == "connect"
+    forward = paths["/api/v1/namespaces/{namespace}/pods/{name}/portforward"]
+    assert [p["name"] for p in forward["post"]["parameters"]] == ["ports"]
+    assert forward["post"]["x-kubernetes-group-version-kind"]["kind"] == \
+        "PodPortForwardOptions"
+    assert "/api/v1/namespaces/{namespace}/pods/{name}/attach" in paths
