@@ -12,11 +12,13 @@ import zlib
 from typing import Any
 
 import pytest
+from starlette.requests import Request
 
 from apiserver import streaming
 from common import errors
 from kubelet.docker_stream import hijack_request, split_frames
 from kubelet.streaming import portforward, remotecommand, spdy
+from kubelet.streaming.handlers import StreamRequestError, choose_protocol
 from kubelet.streaming.websocket import accept_key, handshake_error, negotiate
 
 # -- the apiserver: PodExecOptions / PodPortForwardOptions -> the kubelet's parameters ----
@@ -265,3 +267,47 @@ async def test_spdy_session_replies_to_streams_and_carries_their_data() -> None:
     decompress = zlib.decompressobj(zdict=spdy.DICTIONARY)
     assert spdy.decode_headers(decompress.decompress(frames[0][1][4:])) == {}
     assert frames[2][1] == struct.pack(">I", 7)
+
+
+# -- the kubelet's protocol negotiation ------------------------------------------------
+
+def request_with(headers: list[tuple[str, str]]) -> Request:
+    return Request({"type": "http", "method": "GET", "path": "/exec/ns/pod/c",
+                    "query_string": b"", "headers": [(k.lower().encode(), v.encode())
+                                                     for k, v in headers]})
+
+
+WS = [("Connection", "Upgrade"), ("Upgrade", "websocket"), ("Sec-WebSocket-Version", "13"),
+      ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")]
+SPDY_UPGRADE = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")]
+
+
+@pytest.mark.parametrize(("headers", "chosen"), [
+    ([*WS, ("Sec-WebSocket-Protocol", "v5.channel.k8s.io, v4.channel.k8s.io")],
+     ("websocket", "v5.channel.k8s.io")),
+    ([*WS, ("Sec-WebSocket-Protocol", "v4.channel.k8s.io")], ("websocket", "v4.channel.k8s.io")),
+    ([*SPDY_UPGRADE, ("X-Stream-Protocol-Version", "v5.channel.k8s.io"),
+      ("X-Stream-Protocol-Version", "v4.channel.k8s.io")], ("spdy", "v4.channel.k8s.io")),
+])
+def test_choose_protocol(headers: list[tuple[str, str]], chosen: tuple[str, str]) -> None:
+    assert choose_protocol(request_with(headers), websocket=remotecommand.WEBSOCKET_PROTOCOLS,
+                           spdy=remotecommand.SPDY_PROTOCOLS) == chosen
+
+
+@pytest.mark.parametrize(("headers", "code", "message"), [
+    ([*WS, ("Sec-WebSocket-Protocol", "base64.channel.k8s.io")], 400,
+     "requested protocol(s) are not supported: ['base64.channel.k8s.io']"),
+    ([*WS[:3], ("Sec-WebSocket-Key", "x"), ("Sec-WebSocket-Protocol", "v5.channel.k8s.io")],
+     400, "invalid Sec-WebSocket-Key"),
+    ([*SPDY_UPGRADE, ("X-Stream-Protocol-Version", "v9.channel.k8s.io")], 403,
+     "unable to upgrade: unable to negotiate protocol: client supports "
+     "['v9.channel.k8s.io']"),
+    ([], 400, "Upgrade request required"),
+])
+def test_choose_protocol_refuses(headers: list[tuple[str, str]], code: int,
+                                 message: str) -> None:
+    with pytest.raises(StreamRequestError) as raised:
+        choose_protocol(request_with(headers), websocket=remotecommand.WEBSOCKET_PROTOCOLS,
+                        spdy=remotecommand.SPDY_PROTOCOLS)
+    assert raised.value.status_code == code
+    assert raised.value.message.startswith(message), raised.value.message

@@ -3,7 +3,8 @@ connecting to the pod's IP on Docker's bridge (the sandbox owns the pod's networ
 namespace, so its address is the pod's), or the node's loopback for a hostNetwork pod.
 
 - SPDY (`portforward.k8s.io`), also tunnelled in WebSocket binary messages
-  (`SPDY/3.1+portforward.k8s.io`, kubectl 1.37's default): the client opens two streams
+  (`SPDY/3.1+portforward.k8s.io`, kubectl 1.37's default; `v2.portforward.k8s.io`, 1.30's
+  alpha): the client opens two streams
   per connection, `streamType: error` and `streamType: data`, with the same `requestID`
   and the `port`; the data stream is piped to a new TCP connection to the pod, and a
   failure is written, as text, to the error stream.
@@ -28,7 +29,8 @@ from kubelet.streaming.websocket import WebSocket
 log = logging.getLogger("kubelet.streaming")
 
 SPDY_PROTOCOLS = ("portforward.k8s.io",)
-TUNNEL_PROTOCOLS = ("SPDY/3.1+portforward.k8s.io",)
+# kubectl 1.31+ asks for the first; 1.30's alpha dialer named the tunnel v2.portforward.k8s.io
+TUNNEL_PROTOCOLS = ("SPDY/3.1+portforward.k8s.io", "v2.portforward.k8s.io")
 CHANNEL_PROTOCOLS = ("v4.channel.k8s.io",)
 CONNECT_TIMEOUT_SECONDS = 10.0
 PAIR_WAIT_SECONDS = 30.0
