@@ -607,7 +607,6 @@ class ApiServer:
         node = await self.registry.get(NODES, None, node_name)
         return await proxy_pod_log(pod, node, dict(request.query_params), tls=self.kubelet_tls)
 
-
     async def stream(self, request: Request, target: Target) -> Response:
         """exec, attach, portforward: proxied to the kubelet (apiserver/streaming.py), in
         kube's order: options, pod, container and host, then the upgrade itself."""
