@@ -19,6 +19,7 @@ import subprocess
 import termios
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -266,10 +267,15 @@ class PortForward:
 @pytest.mark.parametrize("env", PROTOCOLS)
 def test_port_forward_carries_http_to_the_pod(kubectl: Kubectl, httpd_pod: str,
                                               env: dict[str, str]) -> None:
+    def get(_: int) -> tuple[int, str]:
+        answer = httpx.get(f"http://127.0.0.1:{forward.local}/index.html", timeout=30)
+        return answer.status_code, answer.text
+
     with PortForward(kubectl, f"pod/{httpd_pod}", 80, env) as forward:
         for _ in range(3):  # a connection each: one SPDY stream pair each
-            answer = httpx.get(f"http://127.0.0.1:{forward.local}/index.html", timeout=30)
-            assert (answer.status_code, answer.text) == (200, "hello from httpd\n")
+            assert get(0) == (200, "hello from httpd\n")
+        with ThreadPoolExecutor(8) as pool:  # at once, on the one SPDY connection
+            assert set(pool.map(get, range(16))) == {(200, "hello from httpd\n")}
 
 
 @pytest.mark.parametrize("env", PROTOCOLS)
