@@ -114,6 +114,17 @@ def test_exec_exit_code_is_kubectls(kubectl: Kubectl, shell_pod: str,
 
 
 @pytest.mark.parametrize("env", PROTOCOLS)
+def test_exec_carries_megabytes_each_way(kubectl: Kubectl, shell_pod: str,
+                                          env: dict[str, str]) -> None:
+    done = kubectl.run("exec", shell_pod, "--", "sh", "-c",
+                       "yes 0123456789abcdef | head -c 3000000", env=env)
+    assert done.stdout == ("0123456789abcdef\n" * 176471)[:3000000]
+    done = kubectl.run("exec", "-i", shell_pod, "--", "wc", "-c", stdin="x" * 2_000_000,
+                       env=env)
+    assert done.stdout.split() == ["2000000"]
+
+
+@pytest.mark.parametrize("env", PROTOCOLS)
 def test_exec_pipes_stdin(kubectl: Kubectl, shell_pod: str, env: dict[str, str]) -> None:
     text = "".join(f"line {i}\n" for i in range(2000))
     done = kubectl.run("exec", "-i", shell_pod, "--", "sh", "-c", "cat; echo done",
