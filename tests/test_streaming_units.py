@@ -311,3 +311,14 @@ def test_choose_protocol_refuses(headers: list[tuple[str, str]], code: int,
                         spdy=remotecommand.SPDY_PROTOCOLS)
     assert raised.value.status_code == code
     assert raised.value.message.startswith(message), raised.value.message
+
+
+async def test_a_peer_that_does_not_speak_spdy_3_ends_the_session() -> None:
+    reader = asyncio.StreamReader()
+    sink = Sink()
+    reader.feed_data(struct.pack(">HHI", 0x8000 | 2, spdy.PING, 4) + b"\0\0\0\1")  # SPDY/2
+    seen: list[spdy.Stream] = []
+    await spdy.SpdySession(reader, sink).serve(seen.append)
+    assert seen == [] and sink.closed
+    first, _ = struct.unpack(">II", bytes(sink.data[:8]))
+    assert first & 0xFFFF == spdy.GOAWAY

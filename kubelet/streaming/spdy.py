@@ -194,6 +194,9 @@ class SpdySession:
                     self._data(first & 0x7FFFFFFF, flags, payload)
         except asyncio.IncompleteReadError:
             return
+        except SpdyError as e:  # the peer does not speak SPDY/3.1: the session ends
+            log.info("SPDY session ended: %s", e)
+            await self.close()
         finally:
             for stream in self.streams.values():
                 stream._remote_end()
