@@ -286,6 +286,7 @@ SPDY_UPGRADE = [("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1")]
     ([*WS, ("Sec-WebSocket-Protocol", "v5.channel.k8s.io, v4.channel.k8s.io")],
      ("websocket", "v5.channel.k8s.io")),
     ([*WS, ("Sec-WebSocket-Protocol", "v4.channel.k8s.io")], ("websocket", "v4.channel.k8s.io")),
+    (WS, ("websocket", "")),  # none named: v1's channels
     ([*SPDY_UPGRADE, ("X-Stream-Protocol-Version", "v5.channel.k8s.io"),
       ("X-Stream-Protocol-Version", "v4.channel.k8s.io")], ("spdy", "v4.channel.k8s.io")),
 ])

@@ -30,8 +30,9 @@ from kubelet.streaming.websocket import WebSocket
 log = logging.getLogger("kubelet.streaming")
 
 STDIN, STDOUT, ERROR, RESIZE, CLOSE = 0, 1, 3, 4, 255
+# "": a client that names no subprotocol gets channel.k8s.io (v1), as from the kubelet
 WEBSOCKET_PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io",
-                       "v2.channel.k8s.io", "channel.k8s.io")
+                       "v2.channel.k8s.io", "channel.k8s.io", "")
 SPDY_PROTOCOLS = ("v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io",
                   "channel.k8s.io")
 STREAM_TYPES = {"stdin": STDIN, "stdout": STDOUT, "stderr": STDERR, "error": ERROR,
