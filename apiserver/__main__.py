@@ -51,7 +51,8 @@ from apiserver.auth.serviceaccount import (
     load_signing_key,
 )
 from apiserver.storage import EtcdTLS, uses_tls
-from apiserver.tls import TLSHttpToolsProtocol, server_context
+from apiserver.tls import server_context
+from apiserver.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
 from common.flags import boolean
 from common.kubeconfig import ssl_context
 
@@ -344,7 +345,9 @@ def serve(args: argparse.Namespace) -> None:
                     "(every request is %s in %s, as kube's old insecure port): for "
                     "development only", args.bind_address, args.port, UNSECURED.name,
                     UNSECURED.groups[0])
-    plain_config = (server_config(Unsecured(front, UNSECURED), args)
+    # exec, attach and portforward take their connection over (apiserver/upgrade.py)
+    plain_config = (server_config(Unsecured(front, UNSECURED), args,
+                                  http=HijackHttpToolsProtocol)
                     if plain is not None else None)
     secure_config = None
     if secure is not None:
@@ -358,7 +361,7 @@ def serve(args: argparse.Namespace) -> None:
         front.server.review_token = authn.authenticate_token
         secure_config = server_config(
             Secured(front, authn, front.authorizer), args,
-            http=TLSHttpToolsProtocol, ssl_context_factory=lambda _config, _default: context,
+            http=HijackTLSHttpToolsProtocol, ssl_context_factory=lambda _config, _default: context,
             # the lifespan (etcd, caches, controllers) runs once, with the first server
             lifespan="on" if plain is None else "off")
         if worker in (None, 0):

@@ -34,6 +34,7 @@ from apiserver import (
     options,
     patch,
     schema,
+    streaming,
     tables,
     warning,
 )
@@ -55,6 +56,7 @@ from apiserver.decode import (
     unsupported_media_type,
 )
 from apiserver.listing import ListPage, check_watch_options, parse_list_options
+from apiserver.logs import choose_container
 from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
@@ -67,6 +69,7 @@ from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
+from apiserver.upgrade import hijacker
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
 from common.models import Binding, TokenRequest
@@ -288,6 +291,8 @@ class ApiServer:
             return await self.pod_log(request, target)
         elif target.subresource == "eviction" and method == "POST":
             return await self.evict(request, target)
+        elif target.subresource in streaming.SUBRESOURCES and method in ("GET", "POST"):
+            return await self.stream(request, target)
         raise errors.method_not_allowed()
 
     # -- reads -------------------------------------------------------------------------
@@ -601,6 +606,33 @@ class ApiServer:
             raise errors.BadRequest(f"pod {target.name} does not have a host assigned")
         node = await self.registry.get(NODES, None, node_name)
         return await proxy_pod_log(pod, node, dict(request.query_params), tls=self.kubelet_tls)
+
+    async def stream(self, request: Request, target: Target) -> Response:
+        """exec, attach, portforward: proxied to the kubelet (apiserver/streaming.py), in
+        kube's order: options, pod, container and host, then the upgrade itself."""
+        assert target.name is not None and target.subresource is not None
+        if request.method == "GET":
+            await streaming.authorize_create(self.registry.authorizer,
+                                             request_user(request.scope), target.subresource,
+                                             target.namespace or "", target.name)
+        values: dict[str, list[str]] = {}
+        for key, value in request.query_params.multi_items():
+            values.setdefault(key, []).append(value)
+        query = streaming.kubelet_query(target.subresource, values)
+        pod = await self.registry.get(target.resource, target.namespace, target.name)
+        container = None
+        if target.subresource != "portforward":
+            container = choose_container(pod, values.get("container", [""])[-1] or None)
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            raise errors.BadRequest(f"pod {target.name} does not have a host assigned")
+        if not streaming.is_upgrade({k.lower(): v for k, v in request.headers.items()}) \
+                or hijacker(request.scope) is None:
+            raise errors.BadRequest("Upgrade request required")
+        node = await self.registry.get(NODES, None, node_name)
+        return await streaming.connect(request.method, target.subresource, pod, container,
+                                       node, query, request.headers.items(),
+                                       tls=self.kubelet_tls)
 
 
 def list_body(resource: Resource, page: ListPage) -> bytes:

@@ -66,6 +66,10 @@ class ResourceInfo:
     version: str = "v1"
 
 
+CONNECT_KINDS = {"exec": "PodExecOptions", "attach": "PodAttachOptions",
+                 "portforward": "PodPortForwardOptions"}
+
+
 def subresource_info(name: str, kind: str) -> Subresource:
     """What kube-apiserver says of each subresource kubelite serves."""
     if name == "binding":
@@ -76,6 +80,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, "TokenRequest", ("create",), ("authentication.k8s.io", "v1"))
     if name == "eviction":
         return Subresource(name, "Eviction", ("create",), ("policy", "v1"))
+    if name in CONNECT_KINDS:  # exec, attach, portforward: GET or POST, upgraded
+        return Subresource(name, CONNECT_KINDS[name], ("create", "get"))
     return Subresource(name, kind, STATUS_VERBS)
 
 

@@ -228,7 +228,60 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
                 "patch": _patch(gv, info, sub.kind, sub.name),
                 "parameters": _path_params(info, named=True),
             }
+        elif sub.name in CONNECT_PARAMS:  # exec, attach, portforward: GET and POST
+            paths[f"{item}/{sub.name}"] = _connect_path(gv, info, sub.name, sub.kind)
     return paths
+
+
+# kube's PodExecOptions, PodAttachOptions and PodPortForwardOptions, as query parameters
+CONNECT_PARAMS: dict[str, list[dict[str, Any]]] = {
+    "exec": [
+        {**_query("command", "Command is the remote command to execute. argv array. Not "
+                  "executed within a shell."), "schema": {"type": "array",
+                                                           "items": {"type": "string"}}},
+        _query("container", "Container in which to execute the command. Defaults to only "
+               "container if there is only one container in the pod."),
+        _query("stderr", "Redirect the standard error stream of the pod for this call.",
+               "boolean"),
+        _query("stdin", "Redirect the standard input stream of the pod for this call. "
+               "Defaults to false.", "boolean"),
+        _query("stdout", "Redirect the standard output stream of the pod for this call.",
+               "boolean"),
+        _query("tty", "TTY if true indicates that a tty will be allocated for the exec "
+               "call. Defaults to false.", "boolean")],
+    "attach": [
+        _query("container", "The container in which to execute the command. Defaults to "
+               "only container if there is only one container in the pod."),
+        _query("stderr", "Stderr if true indicates that stderr is to be redirected for the "
+               "attach call. Defaults to true.", "boolean"),
+        _query("stdin", "Stdin if true, redirects the standard input stream of the pod for "
+               "this call. Defaults to false.", "boolean"),
+        _query("stdout", "Stdout if true indicates that stdout is to be redirected for the "
+               "attach call. Defaults to true.", "boolean"),
+        _query("tty", "TTY if true indicates that a tty will be allocated for the attach "
+               "call. This is passed through the container runtime so the tty is allocated "
+               "on the worker node by the container runtime. Defaults to false.", "boolean")],
+    "portforward": [
+        {**_query("ports", "List of ports to forward Required when using WebSockets"),
+         "schema": {"type": "integer", "uniqueItems": True}}],
+}
+
+
+def _connect_path(gv: GroupVersion, info: ResourceInfo, sub: str, kind: str) -> dict[str, Any]:
+    """A connect sub-resource's path item, as kube-openapi describes one: GET and POST,
+    the options as query parameters, a string answer (the upgraded stream)."""
+    def operation(method: str) -> dict[str, Any]:
+        return {"tags": [gv.tag],
+                "operationId": f"connect{gv.operation_prefix}{method}Namespaced{info.kind}"
+                               f"{sub.capitalize()}",
+                "parameters": CONNECT_PARAMS[sub],
+                "responses": {"200": {"description": "OK",
+                                      "content": {JSON: {"schema": {"type": "string"}}}}},
+                "x-kubernetes-action": "connect",
+                "x-kubernetes-group-version-kind": response_kind(kind, gv.group, gv.version)}
+
+    params = [p for p in _path_params(info, named=True) if p is not PRETTY]
+    return {"get": operation("Get"), "post": operation("Post"), "parameters": params}
 
 
 META_DESCRIPTIONS = {

@@ -36,7 +36,8 @@ from typing import Any
 import uvicorn
 
 from apiserver.auth.authn import load_ca_bundle
-from apiserver.tls import TLSHttpToolsProtocol, server_context
+from apiserver.tls import server_context
+from apiserver.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
 from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.flags import boolean
@@ -58,6 +59,7 @@ from kubelet.allocatable import (
 from kubelet.auth import MODES as AUTHZ_MODES
 from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
+from kubelet.docker_stream import DockerStreams
 from kubelet.node import (
     MAX_PODS,
     NODE_LEASE_DURATION_SECONDS,
@@ -207,14 +209,18 @@ def kubelet_auth(args: argparse.Namespace, api: ApiClient) -> KubeletAuth:
 
 def server_config(args: argparse.Namespace, app: Any) -> uvicorn.Config:
     """uvicorn's config for the kubelet's port: HTTPS when given a serving certificate."""
-    tls: dict[str, Any] = {}
+    # exec, attach and port-forward take their connection over (apiserver/upgrade.py)
+    tls: dict[str, Any] = {"http": HijackHttpToolsProtocol}
     if args.tls_cert_file:
         context = server_context(args.tls_cert_file, args.tls_private_key_file,
                                  args.client_ca_file)
-        tls = {"http": TLSHttpToolsProtocol,
+        tls = {"http": HijackTLSHttpToolsProtocol,
                "ssl_context_factory": lambda _config, _default: context}
+    # open exec/attach/port-forward sessions (and logs -f) get 3 s at shutdown, as the
+    # apiserver's requests do, instead of holding the kubelet up for as long as they last
     return uvicorn.Config(app, host=args.address, port=args.port, log_level="warning",
-                          lifespan="off", access_log=False, **tls)
+                          lifespan="off", access_log=False, timeout_graceful_shutdown=3,
+                          **tls)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -254,7 +260,8 @@ async def run(args: argparse.Namespace) -> None:
         if informer.has_synced:
             await workers.cleanup_orphans(summaries)
 
-    app = with_auth(make_app(runtime=runtime, get_pod=workers.get_pod),
+    app = with_auth(make_app(runtime=runtime, get_pod=workers.get_pod,
+                             docker=DockerStreams(args.docker_socket)),
                     kubelet_auth(args, api))
     server = uvicorn.Server(server_config(args, app))
 

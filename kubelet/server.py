@@ -1,4 +1,5 @@
-"""The kubelet's own HTTP server: `/healthz` and `/containerLogs/{namespace}/{pod}/{container}`.
+"""The kubelet's own HTTP server: `/healthz`, `/containerLogs/{namespace}/{pod}/{container}`,
+and the streaming endpoints `/exec`, `/attach` and `/portForward` (kubelet/streaming/).
 
 Errors are plain text with the kubelet's status codes and wording; the apiserver's log
 proxy (`apiserver/logs.py`) turns them into Status objects.
@@ -15,7 +16,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from kubelet.docker_stream import DockerStreams
 from kubelet.runtime import ContainerInfo, Runtime, pod_ref
+from kubelet.streaming.handlers import streaming_routes
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +97,9 @@ async def limited(chunks: AsyncIterator[bytes], limit: int | None) -> AsyncItera
             return
 
 
-def make_app(*, runtime: Runtime, get_pod: PodLookup) -> Starlette:
+def make_app(*, runtime: Runtime, get_pod: PodLookup,
+             docker: DockerStreams | None = None) -> Starlette:
+    """`docker`: the exec/attach streams (the default socket when not given)."""
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -132,7 +137,10 @@ def make_app(*, runtime: Runtime, get_pod: PodLookup) -> Starlette:
         data = b"".join([chunk async for chunk in body])
         return Response(data, media_type="text/plain")
 
+    streams = streaming_routes(runtime=runtime, get_pod=get_pod,
+                               docker=docker if docker is not None else DockerStreams())
     return Starlette(routes=[
         Route("/healthz", healthz),
         Route("/containerLogs/{namespace}/{pod}/{container}", container_logs),
+        *(Route(path, handler, methods=["GET", "POST"]) for path, handler in streams.items()),
     ])

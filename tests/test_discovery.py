@@ -76,7 +76,8 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
         "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
-        "pods/binding", "pods/ephemeralcontainers", "pods/eviction", "pods/log", "pods/status",
+        "pods/attach", "pods/binding", "pods/ephemeralcontainers", "pods/eviction",
+        "pods/exec", "pods/log", "pods/portforward", "pods/status",
         "serviceaccounts", "serviceaccounts/token", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
@@ -87,6 +88,10 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
                                        "namespaced": True, "kind": "Binding",
                                        "verbs": ["create"]}
     assert by_name["pods/log"]["verbs"] == ["get"]
+    assert by_name["pods/exec"] == {"name": "pods/exec", "singularName": "", "namespaced": True,
+                                    "kind": "PodExecOptions", "verbs": ["create", "get"]}
+    assert (by_name["pods/portforward"]["kind"], by_name["pods/attach"]["kind"]) == (
+        "PodPortForwardOptions", "PodAttachOptions")
     assert by_name["nodes/status"]["verbs"] == ["get", "patch", "update"]
     assert (by_name["nodes"]["namespaced"], by_name["nodes"]["shortNames"]) == (False, ["no"])
     assert by_name["events"]["shortNames"] == ["ev"]
@@ -118,14 +123,21 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
                   "watch"],
         "shortNames": ["po"], "categories": ["all"],
         "subresources": [
+            {"subresource": "attach", "verbs": ["create", "get"],
+             "responseKind": {"group": "", "version": "v1", "kind": "PodAttachOptions"}},
             {"subresource": "binding", "verbs": ["create"],
              "responseKind": {"group": "", "version": "v1", "kind": "Binding"}},
             {"subresource": "ephemeralcontainers", "verbs": ["get", "patch", "update"],
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}},
             {"subresource": "eviction", "verbs": ["create"],
              "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}},
+            {"subresource": "exec", "verbs": ["create", "get"],
+             "responseKind": {"group": "", "version": "v1", "kind": "PodExecOptions"}},
             {"subresource": "log", "verbs": ["get"],
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}},
+            {"subresource": "portforward", "verbs": ["create", "get"],
+             "responseKind": {"group": "", "version": "v1",
+                              "kind": "PodPortForwardOptions"}},
             {"subresource": "status", "verbs": ["get", "patch", "update"],
              "responseKind": {"group": "", "version": "v1", "kind": "Pod"}}]}
     nodes = next(r for r in version["resources"] if r["resource"] == "nodes")

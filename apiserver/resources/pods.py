@@ -532,7 +532,8 @@ MERGE_KEYS: dict[str, str | None] = {
 
 PODS = Resource(
     plural="pods", singular="pod", kind="Pod", namespaced=True, model=Pod, storage_name="pods",
-    subresources=frozenset({"status", "binding", "log", "eviction", "ephemeralcontainers"}),
+    subresources=frozenset({"status", "binding", "log", "eviction", "ephemeralcontainers",
+                            "exec", "attach", "portforward"}),
     subresource_updates={"ephemeralcontainers": EPHEMERAL_CONTAINERS}, short_names=("po",),
     categories=("all",),
     descriptions={"Pod": "Pod is a collection of containers that can run on a host. This "
