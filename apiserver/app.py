@@ -501,7 +501,8 @@ class ApiServer:
             target.resource, target.namespace, target.name,
             grace_period=delete_options.grace_period_seconds,
             preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
-            user=request_user(request.scope))
+            user=request_user(request.scope), propagation_policy=delete_options.propagation_policy,
+            orphan_dependents=delete_options.orphan_dependents)
         log.info("%s%s %s %s", "dry run: " if delete_options.dry_run else "",
                  "deleted" if deleted else "marked for deletion", target.resource.plural,
                  describe(obj))
@@ -523,7 +524,8 @@ class ApiServer:
             resource, target.namespace, list_options, labels=labels, fields=fields,
             grace_period=delete_options.grace_period_seconds,
             preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
-            user=request_user(request.scope))
+            user=request_user(request.scope), propagation_policy=delete_options.propagation_policy,
+            orphan_dependents=delete_options.orphan_dependents)
         selected = " ".join(f"{k}={request.query_params[k]}" for k in
                             ("labelSelector", "fieldSelector") if request.query_params.get(k))
         log.info("%sdeletecollection %s%s%s: %d object(s)",
