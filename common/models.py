@@ -892,3 +892,55 @@ class Scale(KubeModel):
     metadata: ObjectMeta | None = None
     spec: ScaleSpec | None = None
     status: ScaleStatus | None = None
+
+
+# --- ConfigMaps and Secrets (core/v1) --------------------------------------------------------
+
+_BASE64_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def base64_error(text: str) -> int | None:
+    """Where Go's base64.StdEncoding (what encoding/json decodes []byte with) fails on
+    `text`: the offset of the first illegal byte, or of the incomplete last quantum; None
+    when it is valid (newlines are skipped, as Go does)."""
+    data = text.replace("\r", "").replace("\n", "")
+    for i, char in enumerate(data):
+        if char == "=":
+            pad = len(data) - i
+            if len(data) % 4 or pad > 2 or data[i:] != "=" * pad:
+                return i
+            return None
+        if char not in _BASE64_ALPHABET:
+            return i
+    return None if len(data) % 4 == 0 else len(data) - len(data) % 4
+
+
+def _base64(value: Any) -> Any:
+    if isinstance(value, str):
+        at = base64_error(value)
+        if at is not None:
+            raise ValueError(f"illegal base64 data at input byte {at}")
+    return value
+
+
+# []byte: a base64 string in JSON, checked on decode as encoding/json does.
+Base64 = Annotated[str, BeforeValidator(_base64)]
+
+
+class ConfigMap(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    immutable: bool | None = None
+    data: dict[str, str] | None = None
+    binary_data: dict[str, Base64] | None = None
+
+
+class Secret(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    immutable: bool | None = None
+    data: dict[str, Base64] | None = None
+    string_data: dict[str, str] | None = None
+    type: str | None = None

@@ -77,9 +77,9 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert body["groupVersion"] == "v1"
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
-        "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
+        "configmaps", "events", "namespaces", "namespaces/status", "nodes", "nodes/status", "pods",
         "pods/binding", "pods/ephemeralcontainers", "pods/eviction", "pods/log", "pods/status",
-        "serviceaccounts", "serviceaccounts/token", "services"]
+        "secrets", "serviceaccounts", "serviceaccounts/token", "services"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -269,10 +269,12 @@ def test_kubectl_version(kubectl: Kubectl) -> None:
 def test_kubectl_api_resources(kubectl: Kubectl) -> None:
     rows = table_lines(kubectl("api-resources"))
     assert rows[0] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
-    assert rows[1:] == [["events", "ev", "v1", "true", "Event"],
+    assert rows[1:] == [["configmaps", "cm", "v1", "true", "ConfigMap"],
+                        ["events", "ev", "v1", "true", "Event"],
                         ["namespaces", "ns", "v1", "false", "Namespace"],
                         ["nodes", "no", "v1", "false", "Node"],
                         ["pods", "po", "v1", "true", "Pod"],
+                        ["secrets", "v1", "true", "Secret"],
                         ["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
                         ["services", "svc", "v1", "true", "Service"],
                         ["deployments", "deploy", "apps/v1", "true", "Deployment"],

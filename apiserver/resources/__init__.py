@@ -13,6 +13,7 @@ are core/v1 Events, apiserver/resources/events_v1.py).
 from __future__ import annotations
 
 from apiserver.resources.base import Resource, group_version
+from apiserver.resources.configmaps import CONFIG_MAPS
 from apiserver.resources.deployments import DEPLOYMENTS
 from apiserver.resources.events import EVENTS
 from apiserver.resources.events_v1 import EVENTS_V1
@@ -29,6 +30,7 @@ from apiserver.resources.rbac import (
 )
 from apiserver.resources.replicasets import REPLICA_SETS
 from apiserver.resources.reviews import REVIEWS
+from apiserver.resources.secrets import SECRETS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TOKEN_REVIEWS
 
@@ -49,6 +51,8 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     DEPLOYMENTS,
     REPLICA_SETS,
     JOBS,
+    CONFIG_MAPS,
+    SECRETS,
 )}
 
 # Every group/version/resource served: the stored ones, their other versions, and the
