@@ -189,3 +189,19 @@ def test_scale_view_and_update() -> None:
     scaled = with_replicas(obj, 0)
     assert scaled["spec"]["replicas"] == 0 and obj["spec"]["replicas"] == 3
     assert scaled["spec"]["template"] == obj["spec"]["template"]
+
+
+@pytest.mark.parametrize(("status", "fields"), [
+    ({"replicas": 3, "readyReplicas": 2, "availableReplicas": 2, "updatedReplicas": 3}, []),
+    # as kube: the zero counts are then above replicas too
+    ({"replicas": -1}, ["status.replicas", "status.updatedReplicas", "status.readyReplicas",
+                        "status.availableReplicas"]),
+    ({"replicas": 1, "readyReplicas": 2, "availableReplicas": 1}, ["status.readyReplicas"]),
+    ({"replicas": 3, "readyReplicas": 1, "availableReplicas": 2},
+     ["status.availableReplicas"]),
+])
+def test_deployment_status_validation(status: dict[str, Any], fields: list[str]) -> None:
+    from apiserver.resources.deployments import validate_status_update
+
+    obj = {"status": status}
+    assert [c["field"] for c in validate_status_update(obj, obj)] == fields

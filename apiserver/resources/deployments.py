@@ -19,6 +19,7 @@ from apiserver.resources.workloads import (
     template_cells,
     template_merge_keys,
     validate_positive_int_or_percent,
+    validate_replica_status,
     validate_selector_and_template,
     validate_selector_immutable,
 )
@@ -113,6 +114,14 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     return validate_deployment_spec(new.get("spec") or {}) + validate_selector_immutable(new, old)
 
 
+def validate_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    return validate_replica_status(
+        new.get("status") or {},
+        ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+         "availableReplicas", "unavailableReplicas", "terminatingReplicas", "collisionCount"),
+        ("updatedReplicas", "readyReplicas", "availableReplicas"))
+
+
 # --- the Table (printDeployment) ------------------------------------------------------------
 
 UPDATED_REPLICAS_DOC = ("Total number of non-terminated pods targeted by this deployment that "
@@ -151,6 +160,7 @@ DEPLOYMENTS = Resource(
                   "DeploymentSpec": "DeploymentSpec is the specification of the desired "
                                     "behavior of the Deployment."},
     default=default_deployment, validate=validate_deployment, validate_update=validate_update,
+    validate_status_update=validate_status_update,
     generation_includes_annotations=True,
     columns=COLUMNS, cells=deployment_cells,
     merge_keys={**template_merge_keys(), "status.conditions": "type"},

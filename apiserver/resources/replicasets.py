@@ -16,6 +16,7 @@ from apiserver.resources.workloads import (
     nonnegative,
     template_cells,
     template_merge_keys,
+    validate_replica_status,
     validate_selector_and_template,
     validate_selector_immutable,
 )
@@ -61,6 +62,14 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
             + validate_selector_immutable(new, old))
 
 
+def validate_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    return validate_replica_status(
+        new.get("status") or {},
+        ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
+         "observedGeneration", "terminatingReplicas"),
+        ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"))
+
+
 REPLICAS_DOC = ("Replicas is the number of desired replicas. This is a pointer to distinguish "
                 "between explicit zero and unspecified. Defaults to 1. More info: "
                 "https://kubernetes.io/docs/concepts/workloads/controllers/"
@@ -102,6 +111,7 @@ REPLICA_SETS = Resource(
                                 "are running at any given time.",
                   "ReplicaSetSpec": "ReplicaSetSpec is the specification of a ReplicaSet."},
     default=default_replica_set, validate=validate_replica_set, validate_update=validate_update,
+    validate_status_update=validate_status_update,
     columns=COLUMNS, cells=replica_set_cells,
     merge_keys={**template_merge_keys(), "status.conditions": "type"},
 )

@@ -203,6 +203,23 @@ def nonnegative(spec: Object, key: str, path: str = "spec") -> list[Cause]:
     return []
 
 
+def validate_replica_status(status: Object, counts: tuple[str, ...],
+                            at_most_replicas: tuple[str, ...]) -> list[Cause]:
+    """ValidateDeploymentStatus / ValidateReplicaSetStatus: every count is non-negative,
+    none above status.replicas, and no more available than ready replicas."""
+    errs: list[Cause] = []
+    for key in counts:
+        errs += nonnegative(status, key, "status")
+    replicas = status.get("replicas") or 0
+    errs += [invalid(f"status.{key}", status.get(key, 0),
+                     "cannot be greater than status.replicas")
+             for key in at_most_replicas if (status.get(key) or 0) > replicas]
+    if (status.get("availableReplicas") or 0) > (status.get("readyReplicas") or 0):
+        errs.append(invalid("status.availableReplicas", status["availableReplicas"],
+                            "cannot be greater than readyReplicas"))
+    return errs
+
+
 def template_merge_keys() -> dict[str, str | None]:
     """core/v1's patch strategies inside `spec.template` (a pod's `spec.*` lists)."""
     return {f"spec.template.{path}": key for path, key in POD_MERGE_KEYS.items()
