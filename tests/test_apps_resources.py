@@ -299,3 +299,18 @@ def test_kubectl_explain_reads_the_schema(kubectl: Kubectl) -> None:
     output = kubectl("explain", "deployment.spec.strategy")
     assert "rollingUpdate" in output and "KIND:       Deployment" in output
     assert "completionMode" in kubectl("explain", "job.spec")
+
+
+async def test_field_selectors_of_replica_sets_and_jobs(http: httpx.AsyncClient) -> None:
+    name = unique("fs")
+    body = deployment(name) | {"apiVersion": "apps/v1", "kind": "ReplicaSet"}
+    created = (await http.post(f"{APPS}/replicasets", json=body)).json()
+    await http.put(f"{APPS}/replicasets/{name}/status",
+                   json={**created, "status": {"replicas": 2}})
+    listed = (await http.get(f"{APPS}/replicasets",
+                             params={"fieldSelector": "status.replicas=2"})).json()
+    assert [i["metadata"]["name"] for i in listed["items"]] == [name]
+    answer = await http.get(f"{APPS}/replicasets", params={"fieldSelector": "spec.replicas=2"})
+    assert answer.status_code == 400
+    answer = await http.get(f"{BATCH}/jobs", params={"fieldSelector": "status.successful=0"})
+    assert answer.status_code == 200

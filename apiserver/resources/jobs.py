@@ -5,6 +5,7 @@ policy (kube's DefaultGarbageCollectionPolicy, kept for compatibility), with kub
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from apiserver.resources.workloads import (
     validate_selector_immutable,
     validate_template,
 )
+from apiserver.selectors import SelectableFields, object_meta_fields
 from apiserver.tables import (
     CREATION_TIMESTAMP_DOC,
     NAME_DOC,
@@ -181,6 +183,18 @@ def elastic_indexed(new_spec: dict[str, Any], old_spec: dict[str, Any]) -> bool:
             and old_spec.get("completions") == old_spec.get("parallelism"))
 
 
+# --- field selectors (JobToSelectableFields) -----------------------------------------------
+
+def job_fields(job: Mapping[str, Any]) -> dict[str, str]:
+    fields = object_meta_fields(job, namespaced=True)
+    fields["status.successful"] = str((job.get("status") or {}).get("succeeded") or 0)
+    return fields
+
+
+FIELDS = SelectableFields(labels=frozenset({"metadata.name", "metadata.namespace",
+                                            "status.successful"}), get=job_fields)
+
+
 # --- the Table (printJob) --------------------------------------------------------------------
 
 SUCCEEDED_DOC = ("The number of pods which reached phase Succeeded. The value increases "
@@ -255,6 +269,6 @@ JOBS = Resource(
                   "JobSpec": "JobSpec describes how the job execution will look like."},
     default=default_job, validate=validate_job, validate_update=validate_update,
     gc_policy="Orphan", gc_default_warning=DELETE_WARNING,
-    columns=COLUMNS, cells=job_cells,
+    fields=FIELDS, columns=COLUMNS, cells=job_cells,
     merge_keys={**template_merge_keys(), "status.conditions": "type"},
 )

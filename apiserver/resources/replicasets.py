@@ -4,6 +4,7 @@ with the status and scale subresources."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from apiserver.resources.workloads import (
     validate_selector_and_template,
     validate_selector_immutable,
 )
+from apiserver.selectors import SelectableFields, object_meta_fields
 from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_age
 from apiserver.validation import (
     Cause,
@@ -70,6 +72,16 @@ def validate_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cau
         ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"))
 
 
+def replica_set_fields(replica_set: Mapping[str, Any]) -> dict[str, str]:
+    """ReplicaSetToSelectableFields: the metadata fields and status.replicas."""
+    fields = object_meta_fields(replica_set, namespaced=True)
+    fields["status.replicas"] = str((replica_set.get("status") or {}).get("replicas") or 0)
+    return fields
+
+
+FIELDS = SelectableFields(labels=frozenset({"metadata.name", "metadata.namespace",
+                                            "status.replicas"}), get=replica_set_fields)
+
 REPLICAS_DOC = ("Replicas is the number of desired replicas. This is a pointer to distinguish "
                 "between explicit zero and unspecified. Defaults to 1. More info: "
                 "https://kubernetes.io/docs/concepts/workloads/controllers/"
@@ -112,6 +124,6 @@ REPLICA_SETS = Resource(
                   "ReplicaSetSpec": "ReplicaSetSpec is the specification of a ReplicaSet."},
     default=default_replica_set, validate=validate_replica_set, validate_update=validate_update,
     validate_status_update=validate_status_update,
-    columns=COLUMNS, cells=replica_set_cells,
+    fields=FIELDS, columns=COLUMNS, cells=replica_set_cells,
     merge_keys={**template_merge_keys(), "status.conditions": "type"},
 )
