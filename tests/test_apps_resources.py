@@ -314,3 +314,15 @@ async def test_field_selectors_of_replica_sets_and_jobs(http: httpx.AsyncClient)
     assert answer.status_code == 400
     answer = await http.get(f"{BATCH}/jobs", params={"fieldSelector": "status.successful=0"})
     assert answer.status_code == 200
+
+
+async def test_openapi_v3_serves_the_scale_subresource(http: httpx.AsyncClient) -> None:
+    index = (await http.get("/openapi/v3")).json()
+    document = (await http.get(index["paths"]["apis/apps/v1"]["serverRelativeURL"])).json()
+    scale = document["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]
+    assert scale["get"]["responses"]["200"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/io.k8s.api.autoscaling.v1.Scale"}
+    schema = document["components"]["schemas"]["io.k8s.api.autoscaling.v1.Scale"]
+    assert schema["x-kubernetes-group-version-kind"] == [
+        {"group": "autoscaling", "version": "v1", "kind": "Scale"}]
+    assert "io.k8s.api.apps.v1.Deployment" in document["components"]["schemas"]
