@@ -205,3 +205,14 @@ def test_deployment_status_validation(status: dict[str, Any], fields: list[str])
 
     obj = {"status": status}
     assert [c["field"] for c in validate_status_update(obj, obj)] == fields
+
+
+@pytest.mark.parametrize(("status", "fields"), [
+    ({"active": 1, "succeeded": 2, "failed": 0}, []),
+    ({"active": -1, "ready": -2}, ["status.active", "status.ready"]),
+])
+def test_job_status_validation(status: dict[str, Any], fields: list[str]) -> None:
+    from apiserver.resources.jobs import validate_status_update
+
+    obj = {"status": status}
+    assert [c["field"] for c in validate_status_update(obj, obj)] == fields

@@ -176,6 +176,16 @@ def validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
     return errs
 
 
+def validate_status_update(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    """ValidateJobStatus's counts: none negative (the job controller's rules on conditions
+    and indexes are not checked here)."""
+    status = new.get("status") or {}
+    errs: list[Cause] = []
+    for key in ("active", "succeeded", "failed", "ready", "terminating"):
+        errs += nonnegative(status, key, "status")
+    return errs
+
+
 def elastic_indexed(new_spec: dict[str, Any], old_spec: dict[str, Any]) -> bool:
     """An Indexed job may change completions together with parallelism (elastic jobs)."""
     return (new_spec.get("completionMode") == "Indexed"
@@ -268,6 +278,7 @@ JOBS = Resource(
     descriptions={"Job": "Job represents the configuration of a single job.",
                   "JobSpec": "JobSpec describes how the job execution will look like."},
     default=default_job, validate=validate_job, validate_update=validate_update,
+    validate_status_update=validate_status_update,
     gc_policy="Orphan", gc_default_warning=DELETE_WARNING,
     fields=FIELDS, columns=COLUMNS, cells=job_cells,
     merge_keys={**template_merge_keys(), "status.conditions": "type"},
