@@ -82,6 +82,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, "Eviction", ("create",), ("policy", "v1"))
     if name in CONNECT_KINDS:  # exec, attach, portforward: GET or POST, upgraded
         return Subresource(name, CONNECT_KINDS[name], ("create", "get"))
+    if name == "scale":
+        return Subresource(name, "Scale", STATUS_VERBS, ("autoscaling", "v1"))
     return Subresource(name, kind, STATUS_VERBS)
 
 

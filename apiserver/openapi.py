@@ -32,6 +32,7 @@ from apiserver.discovery import (
     served_resources,
 )
 from apiserver.resources import SERVED, Resource, groups
+from common.models import KubeModel, Scale
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
@@ -135,7 +136,7 @@ def served_group_versions() -> list[GroupVersion]:
 
 
 def _ref(gv: GroupVersion, kind: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{gv.schema_prefix}{kind}"}
+    return {"$ref": f"#/components/schemas/{schema_name(gv, kind)}"}
 
 
 def _json_body(gv: GroupVersion, kind: str) -> dict[str, Any]:
@@ -219,7 +220,8 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
                                             f"{info.kind}")
         paths[collection]["delete"] = delete_collection
     for sub in info.subresources:
-        if sub.verbs == STATUS_VERBS:  # status, ephemeralcontainers: get, replace, patch
+        # status, ephemeralcontainers, scale (an autoscaling/v1 Scale): get, replace, patch
+        if sub.verbs == STATUS_VERBS:
             paths[f"{item}/{sub.name}"] = {
                 "get": _operation(gv, "read", info, sub.kind, "get", [], sub.name),
                 "put": {**_operation(gv, "replace", info, sub.kind, "put", write_params,
@@ -312,9 +314,16 @@ CORE_TYPES = ("ObjectReference", "EventSource")
 CORE_SCHEMA_PREFIX = "io.k8s.api.core.v1."
 
 
+# The scale subresource's kind: kube names it after autoscaling/v1 in apps/v1's document.
+AUTOSCALING_TYPES = ("Scale", "ScaleSpec", "ScaleStatus")
+AUTOSCALING_SCHEMA_PREFIX = "io.k8s.api.autoscaling.v1."
+
+
 def schema_name(gv: GroupVersion, model: str) -> str:
     if model in META_TYPES:
         return META_SCHEMA_PREFIX + model
+    if model in AUTOSCALING_TYPES:
+        return AUTOSCALING_SCHEMA_PREFIX + model
     return (CORE_SCHEMA_PREFIX if model in CORE_TYPES else gv.schema_prefix) + model
 
 
@@ -360,7 +369,10 @@ def _list_schema(gv: GroupVersion, kind: str) -> dict[str, Any]:
 
 def schemas(gv: GroupVersion) -> dict[str, Any]:
     """components.schemas: the kinds of one group version, as common.models describes them."""
-    served_models = [resource.model for resource in served(gv)]
+    served_models: list[type[KubeModel]] = [resource.model for resource in served(gv)]
+    scaled = any("scale" in resource.subresources for resource in served(gv))
+    if scaled:
+        served_models.append(Scale)
     known = descriptions(gv)
     _, document = models_json_schema([(model, "validation") for model in served_models],
                                      by_alias=True, ref_template="#/components/schemas/{model}")
@@ -376,6 +388,9 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
             response_kind(kind, gv.group, gv.version)]
         if resource.review is None:  # reviews are never listed
             result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
+    if scaled:
+        result[schema_name(gv, "Scale")]["x-kubernetes-group-version-kind"] = [
+            response_kind("Scale", "autoscaling", "v1")]
     return result
 
 

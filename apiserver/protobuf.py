@@ -20,6 +20,7 @@ nothing): what the server cannot read is never silently dropped.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -95,6 +96,7 @@ TIME = "Time"  # meta/v1 Time {int64 seconds = 1; int32 nanos = 2}, as RFC 3339
 INT_OR_STRING = "IntOrString"  # intstr {int64 type = 1; int32 intVal = 2; string strVal = 3}
 STRING_MAP = "map<string,string>"
 QUANTITY_MAP = "map<string,Quantity>"
+BYTES_MAP = "map<string,bytes>"  # a Secret's data, ConfigMap's binaryData: base64 in JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +429,59 @@ MESSAGES: dict[str, dict[int, F]] = {
     "DownwardAPIProjection": {1: rep("items", "DownwardAPIVolumeFile")},
     "ServiceAccountTokenProjection": {1: F("audience", STRING),
                                       2: ptr("expirationSeconds", INT), 3: F("path", STRING)},
+    # api core/v1 ConfigMap and Secret (kubectl create configmap, kubectl create secret)
+    "ConfigMap": {1: F("metadata", "ObjectMeta"), 4: ptr("immutable", BOOL),
+                  2: F("data", STRING_MAP), 3: F("binaryData", BYTES_MAP)},
+    "Secret": {1: F("metadata", "ObjectMeta"), 5: ptr("immutable", BOOL),
+               2: F("data", BYTES_MAP), 4: F("stringData", STRING_MAP), 3: F("type", STRING)},
+    # api apps/v1 and batch/v1 (kubectl create deployment, kubectl create job)
+    "PodTemplateSpec": {1: F("metadata", "ObjectMeta"), 2: F("spec", "PodSpec")},
+    "Deployment": {1: F("metadata", "ObjectMeta"), 2: F("spec", "DeploymentSpec"),
+                   3: refused("status", "DeploymentStatus")},
+    "DeploymentSpec": {1: ptr("replicas", INT), 2: ptr("selector", "LabelSelector"),
+                       3: F("template", "PodTemplateSpec"),
+                       4: F("strategy", "DeploymentStrategy"), 5: F("minReadySeconds", INT),
+                       6: ptr("revisionHistoryLimit", INT), 7: F("paused", BOOL),
+                       9: ptr("progressDeadlineSeconds", INT)},
+    "DeploymentStrategy": {1: F("type", STRING),
+                           2: ptr("rollingUpdate", "RollingUpdateDeployment")},
+    "RollingUpdateDeployment": {1: ptr("maxUnavailable", INT_OR_STRING),
+                                2: ptr("maxSurge", INT_OR_STRING)},
+    "DeploymentStatus": {1: refused("observedGeneration", INT), 2: refused("replicas", INT),
+                         3: refused("updatedReplicas", INT), 7: refused("readyReplicas", INT),
+                         4: refused("availableReplicas", INT),
+                         5: refused("unavailableReplicas", INT),
+                         9: refused("terminatingReplicas", INT, pointer=True),
+                         6: refused("conditions", repeated=True),
+                         8: refused("collisionCount", INT, pointer=True)},
+    "ReplicaSet": {1: F("metadata", "ObjectMeta"), 2: F("spec", "ReplicaSetSpec"),
+                   3: refused("status", "ReplicaSetStatus")},
+    "ReplicaSetSpec": {1: ptr("replicas", INT), 4: F("minReadySeconds", INT),
+                       2: ptr("selector", "LabelSelector"),
+                       3: F("template", "PodTemplateSpec")},
+    "ReplicaSetStatus": {1: refused("replicas", INT), 2: refused("fullyLabeledReplicas", INT),
+                         4: refused("readyReplicas", INT), 5: refused("availableReplicas", INT),
+                         7: refused("terminatingReplicas", INT, pointer=True),
+                         3: refused("observedGeneration", INT),
+                         6: refused("conditions", repeated=True)},
+    "Job": {1: F("metadata", "ObjectMeta"), 2: F("spec", "JobSpec"),
+            3: refused("status", "JobStatus")},
+    "JobSpec": {1: ptr("parallelism", INT), 2: ptr("completions", INT),
+                3: ptr("activeDeadlineSeconds", INT),
+                11: refused("podFailurePolicy", pointer=True),
+                16: refused("successPolicy", pointer=True), 7: ptr("backoffLimit", INT),
+                12: ptr("backoffLimitPerIndex", INT), 13: ptr("maxFailedIndexes", INT),
+                4: ptr("selector", "LabelSelector"), 5: ptr("manualSelector", BOOL),
+                6: F("template", "PodTemplateSpec"), 8: ptr("ttlSecondsAfterFinished", INT),
+                9: ptr("completionMode", STRING), 10: ptr("suspend", BOOL),
+                14: ptr("podReplacementPolicy", STRING), 15: ptr("managedBy", STRING)},
+    "JobStatus": {1: refused("conditions", repeated=True), 2: refused("startTime", pointer=True),
+                  3: refused("completionTime", pointer=True), 4: refused("active", INT),
+                  5: refused("succeeded", INT), 6: refused("failed", INT),
+                  7: refused("completedIndexes", STRING),
+                  10: refused("failedIndexes", pointer=True),
+                  8: refused("uncountedTerminatedPods", pointer=True),
+                  11: refused("terminating", pointer=True), 9: refused("ready", pointer=True)},
 }
 
 # -- decoding ----------------------------------------------------------------------------
@@ -476,7 +531,7 @@ def _set(out: dict[str, Any], spec: F, value: Any) -> None:
             out.setdefault(spec.name, []).extend(value)
         else:
             out.setdefault(spec.name, []).append(value)
-    elif spec.kind in (STRING_MAP, QUANTITY_MAP):
+    elif spec.kind in (STRING_MAP, QUANTITY_MAP, BYTES_MAP):
         key, item = value
         out.setdefault(spec.name, {})[key] = item
     elif spec.pointer or not _omitted(value):
@@ -515,6 +570,9 @@ def _value(spec: F, value: int | bytes, path: str) -> Any:
     if kind == QUANTITY_MAP:
         key, item = _map_entry(raw, path)
         return _text(key, path), quantity(item, f"{path}[{_text(key, path)}]")
+    if kind == BYTES_MAP:
+        key, item = _map_entry(raw, path)
+        return _text(key, path), base64.b64encode(item).decode()
     return decode_message(kind, raw, path)
 
 
@@ -607,6 +665,11 @@ KINDS: dict[str, tuple[str, ...]] = {
     "SelfSubjectRulesReview": ("authorization.k8s.io/v1",),
     "SelfSubjectReview": ("authentication.k8s.io/v1",),
     "TokenRequest": ("authentication.k8s.io/v1",),
+    "ConfigMap": ("v1",),
+    "Secret": ("v1",),
+    "Deployment": ("apps/v1",),
+    "ReplicaSet": ("apps/v1",),
+    "Job": ("batch/v1",),
 }
 
 

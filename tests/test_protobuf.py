@@ -266,7 +266,7 @@ def test_a_status_that_is_not_empty_is_refused() -> None:
 
 def test_kinds_without_a_decoder_are_415() -> None:
     with pytest.raises(errors.UnsupportedMediaType):
-        decode(unknown("v1", "ConfigMap", b""))
+        decode(unknown("v1", "PersistentVolumeClaim", b""))
     with pytest.raises(errors.UnsupportedMediaType):
         decode(unknown("apps/v1", "Pod", b""))
 
