@@ -385,7 +385,7 @@ async def test_node_restriction(as_user: Client) -> None:
 
 def test_kubectl_create_rbac_objects(apiserver: ApiServer, tmp_path: Path) -> None:
     """kubectl's typed clients send RBAC objects in protobuf (an AlwaysAllow apiserver)."""
-    kubectl = Kubectl(apiserver.url, tmp_path)
+    kubectl = Kubectl(apiserver, tmp_path)
     ns = unique("rbac")
     kubectl("create", "namespace", ns)
     kubectl("create", "role", "pod-reader", "-n", ns, "--verb=get,list", "--resource=pods",
