@@ -451,12 +451,18 @@ class SchedulerProcess:
 
     def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
                  scheduler_name: str = "default-scheduler", port: int | None = None,
-                 leader_elect: bool = True, extra_args: tuple[str, ...] = ()) -> None:
+                 leader_elect: bool = True, extra_args: tuple[str, ...] = (),
+                 grant_through: ApiServer | None = None) -> None:
+        """`grant_through`: the apiserver (on the same etcd) that grants a lease of its
+        own when `apiserver` is not up yet at start()."""
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         election = ["--leader-elect", "true" if leader_elect else "false"]
+        self.apiserver = grant_through or apiserver
+        self.lease: str | None = None  # a lease system:kube-scheduler may not take by itself
         if scheduler_name != "default-scheduler":
             election += ["--leader-elect-resource-name", scheduler_name]
+            self.lease = scheduler_name if leader_elect else None
         # its own identity, as kubeadm's scheduler.conf: system:kube-scheduler
         connect = ["--apiserver", apiserver.url] if apiserver.plain else [
             "--kubeconfig", str(apiserver.kubeconfig(
@@ -469,6 +475,8 @@ class SchedulerProcess:
         ], workdir / f"{name}.log")
 
     def start(self) -> SchedulerProcess:
+        if self.lease is not None and not self.apiserver.plain:
+            grant_scheduler_lease(self.apiserver, self.lease)
         self.process.start()
         return self
 
@@ -488,6 +496,28 @@ class SchedulerProcess:
         """The leader election identity of its latest start (from its first log line)."""
         found = re.findall(r"leader election on lease \S+ as (\S+)", self.process.log())
         return found[-1] if found else None
+
+
+def grant_scheduler_lease(apiserver: ApiServer, lease: str) -> None:
+    """What kube's "Configure Multiple Schedulers" has an admin do for a scheduler with a
+    lease of its own: system:kube-scheduler may get/update only the `kube-scheduler` lease,
+    so a Role in kube-system lets it have `lease` too (idempotent)."""
+    name = f"kubelite-test:lease:{lease}"
+    base = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "verbs": ["get", "update"], "resourceNames": [lease]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": name},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": "system:kube-scheduler"}]}
+    with apiserver.sync_client() as http:
+        for path, body in ((f"{base}/roles", role), (f"{base}/rolebindings", binding)):
+            answer = http.post(path, json=body)
+            assert answer.status_code in (201, 409), answer.text
 
 
 # --- the real kubectl --------------------------------------------------------------------
