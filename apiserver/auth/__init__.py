@@ -41,6 +41,10 @@ class Attributes:
     namespace: str = ""
     name: str = ""
     path: str = ""  # for a non-resource request
+    # a list's, watch's or deletecollection's field selector as (field, operator, value)
+    # requirements, operator "=" (also for "==") or "!=" (kube's GetFieldSelector; empty
+    # when it has none or it does not parse)
+    field_selector: tuple[tuple[str, str, str], ...] = ()
 
 
 class Decision(Enum):
