@@ -34,13 +34,13 @@ import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from apiserver.auth.authn import load_ca_bundle
-from apiserver.tls import TLSHttpToolsProtocol, server_context
+from common.authn import load_ca_bundle
 from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.flags import boolean
 from common.informer import Informer
 from common.kubeconfig import connection
+from common.tls import TLSHttpToolsProtocol, server_context
 from kubelet.auth import MODES as AUTHZ_MODES
 from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
