@@ -32,6 +32,7 @@ from apiserver.discovery import (
     served_resources,
 )
 from apiserver.resources import SERVED, Resource, groups
+from common.models import DeleteOptions as DeleteOptionsModel
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
@@ -228,14 +229,67 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
                 "patch": _patch(gv, info, sub.kind, sub.name),
                 "parameters": _path_params(info, named=True),
             }
+        elif sub.name == "eviction":
+            paths[f"{item}/{sub.name}"] = eviction_path(gv, info)
     return paths
+
+
+# --- pods/eviction (policy/v1 Eviction, in the core group's document as kube has it) ---------
+
+EVICTION_SCHEMA = "io.k8s.api.policy.v1.Eviction"
+EVICTION_REF = {"$ref": f"#/components/schemas/{EVICTION_SCHEMA}"}
+
+
+def eviction_path(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
+    """`POST .../pods/{name}/eviction`: createCoreV1NamespacedPodEviction, an Eviction in
+    and out, the operation's kind policy/v1 Eviction."""
+    operation = _operation(gv, "create", info, "Eviction", "post",
+                           [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], "eviction")
+    content = {JSON: {"schema": EVICTION_REF}}
+    operation["description"] = f"create eviction of a {info.kind}"
+    operation["requestBody"] = {"content": content, "required": True}
+    operation["responses"] = {code: {"description": text, "content": content}
+                              for code, text in (("200", "OK"), ("201", "Created"),
+                                                 ("202", "Accepted"))}
+    operation["x-kubernetes-group-version-kind"] = response_kind("Eviction", "policy", "v1")
+    params = [_path_param("name", "name of the Eviction")]
+    if info.namespaced:
+        params.append(_path_param("namespace", "object name and auth scope, such as for "
+                                  "teams and projects"))
+    return {"post": operation, "parameters": [*params, PRETTY]}
+
+
+def eviction_schema() -> dict[str, Any]:
+    meta = f"#/components/schemas/{META_SCHEMA_PREFIX}"
+    return {
+        "description": "Eviction evicts a pod from its node subject to certain policies and "
+                       "safety constraints. This is a subresource of Pod.  A request to "
+                       "cause such an eviction is created by POSTing to .../pods/<pod "
+                       "name>/evictions.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "deleteOptions": {"allOf": [{"$ref": f"{meta}DeleteOptions"}],
+                              "description": "DeleteOptions may be provided"},
+            "kind": {"type": "string"},
+            "metadata": {"allOf": [{"$ref": f"{meta}ObjectMeta"}], "default": {},
+                         "description": "ObjectMeta describes the pod that is being "
+                                        "evicted."},
+        },
+        "x-kubernetes-group-version-kind": [response_kind("Eviction", "policy", "v1")],
+    }
+
+
+def has_eviction(gv: GroupVersion) -> bool:
+    return any(sub.name == "eviction" for info in served_resources(gv.group, gv.version)
+               for sub in info.subresources)
 
 
 META_DESCRIPTIONS = {
     "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
                   "includes all objects users must create.",
 }
-META_TYPES = ("ObjectMeta", "OwnerReference")
+META_TYPES = ("ObjectMeta", "OwnerReference", "DeleteOptions", "Preconditions")
 
 
 def served(gv: GroupVersion) -> list[Resource]:
@@ -307,7 +361,10 @@ def _list_schema(gv: GroupVersion, kind: str) -> dict[str, Any]:
 
 def schemas(gv: GroupVersion) -> dict[str, Any]:
     """components.schemas: the kinds of one group version, as common.models describes them."""
-    served_models = [resource.model for resource in served(gv)]
+    served_models: list[Any] = [resource.model for resource in served(gv)]
+    evictions = has_eviction(gv)
+    if evictions:  # an Eviction's deleteOptions
+        served_models.append(DeleteOptionsModel)
     known = descriptions(gv)
     _, document = models_json_schema([(model, "validation") for model in served_models],
                                      by_alias=True, ref_template="#/components/schemas/{model}")
@@ -323,6 +380,8 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
             response_kind(kind, gv.group, gv.version)]
         if resource.review is None:  # reviews are never listed
             result[schema_name(gv, f"{kind}List")] = _list_schema(gv, kind)
+    if evictions:
+        result[EVICTION_SCHEMA] = eviction_schema()
     return result
 
 
