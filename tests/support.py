@@ -321,12 +321,13 @@ class ApiServer:
         context = client_context(self.pki_dir, cert)
         return kubeconfig.Connection(server=self.url, ssl_context=context, user=cert)
 
-    def client(self, cert: str = ADMIN[0], **kwargs: Any) -> httpx.AsyncClient:
-        """An httpx client on this server as `cert` (default the cluster admin)."""
+    def client(self, cert: str | None = ADMIN[0], **kwargs: Any) -> httpx.AsyncClient:
+        """An httpx client on this server as `cert` (default the cluster admin; None: no
+        certificate, an anonymous caller)."""
         return httpx.AsyncClient(base_url=self.url, verify=self.ssl_context(cert),
                                  **{"timeout": 30, **kwargs})
 
-    def sync_client(self, cert: str = ADMIN[0], **kwargs: Any) -> httpx.Client:
+    def sync_client(self, cert: str | None = ADMIN[0], **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, verify=self.ssl_context(cert),
                             **{"timeout": 30, **kwargs})
 
@@ -342,6 +343,14 @@ class ApiServer:
                    namespace: str | None = "default") -> Path:
         """Write config_dict(...) to `path`."""
         pki.write_kubeconfig(path, self.config_dict(cert=cert, user=user, namespace=namespace))
+        return path
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """A kubeconfig file of the cluster admin for this server (written on first use)."""
+        path = self.workdir / f"{self.process.name}-admin.kubeconfig"
+        if not path.exists():
+            self.kubeconfig(path)
         return path
 
     def configure(self, configuration: T, cert: str = ADMIN[0]) -> T:

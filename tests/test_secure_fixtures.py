@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 
+from common import kubeconfig
 from tests.support import ApiServer, Kubectl, SchedulerProcess, table_lines, unique
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -31,6 +32,8 @@ async def test_only_https_and_no_anonymous_writes(apiserver: ApiServer,
         assert refused.json()["message"] == (
             'pods is forbidden: User "system:anonymous" cannot create resource "pods" in '
             'API group "" in the namespace "default"')
+    admin = kubeconfig.load(apiserver.admin_kubeconfig)
+    assert (admin.server, admin.user) == (apiserver.url, "kubernetes-admin")
     review = await http.post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
                              json={"apiVersion": "authentication.k8s.io/v1",
                                    "kind": "SelfSubjectReview"})
