@@ -170,8 +170,11 @@ MATRIX: list[tuple[UserInfo, str, str, str, str, str, str, bool]] = [
     (EDITOR, "delete", "namespaces", "", "", "", "team", False),
     (EDITOR, "get", "nodes", "", "", "", "a", False),
     # the kubelet of node a (the Node authorizer; NodeRestriction narrows its writes)
-    (NODE_A, "get", "nodes", "", "", "", "b", True),
-    (NODE_A, "watch", "pods", "", "", "", "", True),
+    # kube 1.32+ (AuthorizeNodeWithSelectors): its own Node only, and pods only through
+    # the spec.nodeName=a field selector, which a review without one does not have
+    (NODE_A, "get", "nodes", "", "", "", "a", True),
+    (NODE_A, "get", "nodes", "", "", "", "b", False),
+    (NODE_A, "watch", "pods", "", "", "", "", False),
     (NODE_A, "patch", "nodes", "status", "", "", "a", True),
     (NODE_A, "create", "nodes", "", "", "", "", True),
     (NODE_A, "update", "pods", "status", "", "default", "p", True),
