@@ -57,7 +57,10 @@ def cluster(module_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="module")
 def scheduler(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[SchedulerProcess]:
-    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("scheduler")).start()
+    # a generous renew deadline: an apiserver restart on a loaded machine (a TLS apiserver
+    # takes seconds to start) must not outlast it, or the leader exits, as kube's does
+    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("scheduler"), extra_args=(
+        "--leader-elect-lease-duration", "90s", "--leader-elect-renew-deadline", "60s")).start()
     yield proc
     proc.process.stop()
 
