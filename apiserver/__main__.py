@@ -52,9 +52,9 @@ from apiserver.auth.serviceaccount import (
 )
 from apiserver.storage import EtcdTLS, uses_tls
 from apiserver.tls import server_context
-from apiserver.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
 from common.flags import boolean
 from common.kubeconfig import ssl_context
+from common.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
 
 log = logging.getLogger("apiserver")
 
@@ -345,7 +345,7 @@ def serve(args: argparse.Namespace) -> None:
                     "(every request is %s in %s, as kube's old insecure port): for "
                     "development only", args.bind_address, args.port, UNSECURED.name,
                     UNSECURED.groups[0])
-    # exec, attach and portforward take their connection over (apiserver/upgrade.py)
+    # exec, attach and portforward take their connection over (common/upgrade.py)
     plain_config = (server_config(Unsecured(front, UNSECURED), args,
                                   http=HijackHttpToolsProtocol)
                     if plain is not None else None)

@@ -69,10 +69,10 @@ from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
-from apiserver.upgrade import hijacker
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
 from common.models import Binding, Scale, TokenRequest
+from common.upgrade import hijacker
 
 log = logging.getLogger("apiserver")
 

@@ -32,6 +32,7 @@ from apiserver.discovery import (
     served_resources,
 )
 from apiserver.resources import SERVED, Resource, groups
+from common.models import DeleteOptions as DeleteOptionsModel
 from common.models import KubeModel, Scale
 
 
@@ -232,6 +233,8 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
             }
         elif sub.name in CONNECT_PARAMS:  # exec, attach, portforward: GET and POST
             paths[f"{item}/{sub.name}"] = _connect_path(gv, info, sub.name, sub.kind)
+        elif sub.name == "eviction":
+            paths[f"{item}/{sub.name}"] = eviction_path(gv, info)
     return paths
 
 
@@ -286,11 +289,62 @@ def _connect_path(gv: GroupVersion, info: ResourceInfo, sub: str, kind: str) -> 
     return {"get": operation("Get"), "post": operation("Post"), "parameters": params}
 
 
+# --- pods/eviction (policy/v1 Eviction, in the core group's document as kube has it) ---------
+
+EVICTION_SCHEMA = "io.k8s.api.policy.v1.Eviction"
+EVICTION_REF = {"$ref": f"#/components/schemas/{EVICTION_SCHEMA}"}
+
+
+def eviction_path(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
+    """`POST .../pods/{name}/eviction`: createCoreV1NamespacedPodEviction, an Eviction in
+    and out, the operation's kind policy/v1 Eviction."""
+    operation = _operation(gv, "create", info, "Eviction", "post",
+                           [DRY_RUN, FIELD_MANAGER, FIELD_VALIDATION], "eviction")
+    content = {JSON: {"schema": EVICTION_REF}}
+    operation["description"] = f"create eviction of a {info.kind}"
+    operation["requestBody"] = {"content": content, "required": True}
+    operation["responses"] = {code: {"description": text, "content": content}
+                              for code, text in (("200", "OK"), ("201", "Created"),
+                                                 ("202", "Accepted"))}
+    operation["x-kubernetes-group-version-kind"] = response_kind("Eviction", "policy", "v1")
+    params = [_path_param("name", "name of the Eviction")]
+    if info.namespaced:
+        params.append(_path_param("namespace", "object name and auth scope, such as for "
+                                  "teams and projects"))
+    return {"post": operation, "parameters": [*params, PRETTY]}
+
+
+def eviction_schema() -> dict[str, Any]:
+    meta = f"#/components/schemas/{META_SCHEMA_PREFIX}"
+    return {
+        "description": "Eviction evicts a pod from its node subject to certain policies and "
+                       "safety constraints. This is a subresource of Pod.  A request to "
+                       "cause such an eviction is created by POSTing to .../pods/<pod "
+                       "name>/evictions.",
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "deleteOptions": {"allOf": [{"$ref": f"{meta}DeleteOptions"}],
+                              "description": "DeleteOptions may be provided"},
+            "kind": {"type": "string"},
+            "metadata": {"allOf": [{"$ref": f"{meta}ObjectMeta"}], "default": {},
+                         "description": "ObjectMeta describes the pod that is being "
+                                        "evicted."},
+        },
+        "x-kubernetes-group-version-kind": [response_kind("Eviction", "policy", "v1")],
+    }
+
+
+def has_eviction(gv: GroupVersion) -> bool:
+    return any(sub.name == "eviction" for info in served_resources(gv.group, gv.version)
+               for sub in info.subresources)
+
+
 META_DESCRIPTIONS = {
     "ObjectMeta": "ObjectMeta is metadata that all persisted resources must have, which "
                   "includes all objects users must create.",
 }
-META_TYPES = ("ObjectMeta", "OwnerReference")
+META_TYPES = ("ObjectMeta", "OwnerReference", "DeleteOptions", "Preconditions")
 
 
 def served(gv: GroupVersion) -> list[Resource]:
@@ -373,6 +427,9 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
     scaled = any("scale" in resource.subresources for resource in served(gv))
     if scaled:
         served_models.append(Scale)
+    evictions = has_eviction(gv)
+    if evictions:  # an Eviction's deleteOptions
+        served_models.append(DeleteOptionsModel)
     known = descriptions(gv)
     _, document = models_json_schema([(model, "validation") for model in served_models],
                                      by_alias=True, ref_template="#/components/schemas/{model}")
@@ -391,6 +448,8 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
     if scaled:
         result[schema_name(gv, "Scale")]["x-kubernetes-group-version-kind"] = [
             response_kind("Scale", "autoscaling", "v1")]
+    if evictions:
+        result[EVICTION_SCHEMA] = eviction_schema()
     return result
 
 

@@ -32,8 +32,8 @@ from apiserver.auth import Attributes, Authorizer, Decision, UserInfo
 from apiserver.auth.forbidden import forbidden
 from apiserver.logs import CONNECT_TIMEOUT_SECONDS, error_from_kubelet, kubelet_base_url
 from apiserver.storage import encode
-from apiserver.upgrade import hijacker
 from common import errors
+from common.upgrade import hijacker
 
 log = logging.getLogger("apiserver")
 

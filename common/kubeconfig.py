@@ -68,6 +68,8 @@ def load(path: str | os.PathLike[str], *, context: str | None = None) -> Connect
         config = yaml.safe_load(file.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise KubeconfigError(f"cannot read kubeconfig {file}: {e}") from None
+    if not isinstance(config, dict):
+        raise KubeconfigError(f"kubeconfig {file} is not a YAML mapping")
     name = context or config.get("current-context")
     if not name:
         raise KubeconfigError(f"kubeconfig {file} has no current-context")

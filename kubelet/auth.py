@@ -27,9 +27,10 @@ from typing import Any, Generic, TypeVar
 from cryptography import x509
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from apiserver.auth import ANONYMOUS, UserInfo
-from apiserver.auth.authn import (
+from common.authn import (
+    ANONYMOUS,
     AuthenticationFailed,
+    UserInfo,
     bearer_token,
     client_certificate,
     verify_client_certificate,

@@ -28,21 +28,24 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
-from apiserver.auth.authn import load_ca_bundle
-from apiserver.tls import server_context
-from apiserver.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
+from common.authn import load_ca_bundle
 from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.flags import boolean
 from common.informer import Informer
 from common.kubeconfig import connection
+from common.tls import server_context
+from common.upgrade import HijackHttpToolsProtocol, HijackTLSHttpToolsProtocol
 from kubelet.allocatable import (
     DECLARABLE,
     DEFAULT_EVICTION_HARD,
@@ -198,6 +201,52 @@ def add_auth_flags(parser: argparse.ArgumentParser) -> None:
                              "AlwaysAllow)")
 
 
+class StartupError(Exception):
+    """A flag's file the kubelet cannot use: one line for the log, then exit 1."""
+
+
+def _read(flag: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise StartupError(f"{flag} {path}: {e.strerror or e}") from None
+
+
+def check_credentials(args: argparse.Namespace) -> None:
+    """Load every credential the flags name, as the kubelet will, so that an unreadable
+    or broken one ends it at once with a clear line (kube's kubelet fails to start on
+    them too) rather than a traceback from inside the event loop."""
+    if args.kubeconfig:
+        _read("--kubeconfig", args.kubeconfig)
+        try:
+            connection(kubeconfig=args.kubeconfig, server=args.apiserver)
+        except (OSError, ValueError, TypeError, AttributeError) as e:
+            raise StartupError(f"--kubeconfig {args.kubeconfig}: {e}") from None
+    if args.client_ca_file:
+        try:
+            load_ca_bundle(_read("--client-ca-file", args.client_ca_file))
+        except ValueError:
+            raise StartupError(f"--client-ca-file {args.client_ca_file}: "
+                               f"no PEM certificate in it") from None
+    if args.tls_cert_file:
+        cert, key = args.tls_cert_file, args.tls_private_key_file
+        try:
+            x509.load_pem_x509_certificate(_read("--tls-cert-file", cert))
+        except ValueError:
+            raise StartupError(f"--tls-cert-file {cert}: not a PEM certificate") from None
+        try:
+            serialization.load_pem_private_key(_read("--tls-private-key-file", key), None)
+        except (ValueError, TypeError):
+            raise StartupError(f"--tls-private-key-file {key}: not a PEM private key "
+                               f"(unencrypted)") from None
+        try:
+            server_context(cert, key, args.client_ca_file)
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            raise StartupError(f"--tls-private-key-file {key} is not the key of "
+                               f"--tls-cert-file {cert} ({getattr(e, 'reason', None) or e})",
+                               ) from None
+
+
 def kubelet_auth(args: argparse.Namespace, api: ApiClient) -> KubeletAuth:
     cas = load_ca_bundle(Path(args.client_ca_file).read_bytes()) if args.client_ca_file else ()
     review_token, review_access = webhook_reviewers(api, args.node_name)
@@ -209,7 +258,7 @@ def kubelet_auth(args: argparse.Namespace, api: ApiClient) -> KubeletAuth:
 
 def server_config(args: argparse.Namespace, app: Any) -> uvicorn.Config:
     """uvicorn's config for the kubelet's port: HTTPS when given a serving certificate."""
-    # exec, attach and port-forward take their connection over (apiserver/upgrade.py)
+    # exec, attach and port-forward take their connection over (common/upgrade.py)
     tls: dict[str, Any] = {"http": HijackHttpToolsProtocol}
     if args.tls_cert_file:
         context = server_context(args.tls_cert_file, args.tls_private_key_file,
@@ -311,4 +360,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        check_credentials(args)
+    except StartupError as e:
+        log.error("kubelet %s cannot start: %s", args.node_name, e)
+        sys.exit(1)
     asyncio.run(run(args))

@@ -1,4 +1,6 @@
-"""Shared fixtures: a real etcd and a real apiserver process, on loopback."""
+"""Shared fixtures: a real etcd and a real apiserver process, on loopback; the apiserver
+serves only HTTPS with the session PKI, authenticating and authorizing (Node,RBAC) every
+request, and `http` is a client with the admin certificate."""
 
 from __future__ import annotations
 
@@ -27,5 +29,6 @@ def apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 @pytest.fixture
 async def http(apiserver: ApiServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=apiserver.url, timeout=30) as client:
+    """The session apiserver as the cluster admin (the PKI's admin certificate)."""
+    async with apiserver.client() as client:
         yield client

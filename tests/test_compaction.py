@@ -74,7 +74,7 @@ async def test_a_watch_from_a_compacted_version_gets_one_410_and_ends(
     """rv=1 is older than the watch cache; an rv written after the apiserver started is in
     the cache's window: both are compacted, and neither is replayed."""
     _, server = cluster
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         first = (await http.post(PODS, json=pod("first"))).json()
         in_window = first["metadata"]["resourceVersion"]
         for i in range(3):
@@ -105,7 +105,7 @@ async def test_a_watch_from_a_compacted_version_gets_one_410_and_ends(
 
 async def test_etcd_keeps_no_compacted_revision(cluster: tuple[Etcd, ApiServer]) -> None:
     etcd, server = cluster
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         old = int((await http.post(PODS, json=pod("old"))).json()["metadata"]["resourceVersion"])
         await http.delete(f"{PODS}/old", params={"gracePeriodSeconds": "0"})
     await compacted_past(server, old)
@@ -159,8 +159,8 @@ async def test_an_informer_relists_after_compaction(tmp_path: Path) -> None:
     label = unique("compact")
     try:
         await asyncio.gather(asyncio.to_thread(watched.start), asyncio.to_thread(writer.start))
-        async with ApiClient(writer.url, timeout=10) as write, \
-                ApiClient(watched.url, timeout=10) as read:
+        async with ApiClient(writer.connection(), timeout=10) as write, \
+                ApiClient(watched.connection(), timeout=10) as read:
             informer = Informer(read, "pods", namespace="default",
                                 label_selector=f"suite={label}")
             task = asyncio.create_task(informer.run())
@@ -200,7 +200,7 @@ async def test_an_interval_of_0_disables_compaction(tmp_path: Path) -> None:
     server = ApiServer(etcd, tmp_path, extra_args=["--etcd-compaction-interval", "0"])
     try:
         await asyncio.to_thread(server.start)
-        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+        async with server.client(timeout=30) as http:
             rv = (await http.post(PODS, json=pod("kept"))).json()["metadata"]["resourceVersion"]
             await asyncio.sleep(2.5)
             events = await watch_events(http, resourceVersion="1", timeoutSeconds="1")

@@ -113,7 +113,7 @@ async def test_discovery_lists_deletecollection_where_it_is_served(
 
 def test_the_official_client_deletes_a_collection(apiserver: ApiServer) -> None:
     config = kubernetes.client.Configuration()
-    config.host = apiserver.url
+    apiserver.configure(config)
     with kubernetes.client.ApiClient(config) as api_client:
         core = kubernetes.client.CoreV1Api(api_client)
         namespace = unique("dc-official")
@@ -127,14 +127,9 @@ def test_the_official_client_deletes_a_collection(apiserver: ApiServer) -> None:
 
 
 def test_lightkube_deletes_a_collection(apiserver: ApiServer) -> None:
-    client = lightkube.Client(config=KubeConfig.from_dict({
-        "clusters": [{"name": "kubelite", "cluster": {"server": apiserver.url}}],
-        "users": [{"name": "anonymous", "user": {}}],
-        "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
-                                                      "user": "anonymous"}}],
-        "current-context": "kubelite"}))
+    client = lightkube.Client(config=KubeConfig.from_dict(apiserver.config_dict()))
     namespace = unique("dc-lightkube")
-    with httpx.Client(base_url=apiserver.url) as http:
+    with apiserver.sync_client() as http:
         assert http.post("/api/v1/namespaces",
                          json={"metadata": {"name": namespace}}).status_code == 201
         for i, app in enumerate(("a", "b")):

@@ -268,7 +268,7 @@ async def test_services_are_served_empty(client: httpx.AsyncClient) -> None:
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(apiserver.url, tmp_path / "kubectl")
+    return Kubectl(apiserver, tmp_path / "kubectl")
 
 
 def test_kubectl_version(kubectl: Kubectl) -> None:
@@ -414,7 +414,7 @@ async def test_every_refusal_is_a_status(http: httpx.AsyncClient, method: str, p
 
 def test_official_python_client_discovery(apiserver: ApiServer) -> None:
     configuration = kubernetes.client.Configuration()
-    configuration.host = apiserver.url
+    apiserver.configure(configuration)
     with kubernetes.client.ApiClient(configuration) as api_client:
         client = kubernetes.client
         core = client.CoreV1Api(api_client).get_api_resources()  # GET /api/v1/
@@ -436,7 +436,7 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
 
 async def test_kubernetes_asyncio_discovery(apiserver: ApiServer) -> None:
     configuration = kubernetes_asyncio.client.Configuration()
-    configuration.host = apiserver.url
+    apiserver.configure(configuration)
     async with kubernetes_asyncio.client.ApiClient(configuration) as api_client:
         client = kubernetes_asyncio.client
         core = await client.CoreV1Api(api_client).get_api_resources()
@@ -510,7 +510,7 @@ async def test_openapi_v2_protobuf(client: httpx.AsyncClient) -> None:
 @pytest.mark.skipif(not Path(OLD_KUBECTL).exists(), reason=f"no kubectl 1.32 at {OLD_KUBECTL}")
 @pytest.mark.parametrize("output", ["plaintext-openapiv2", "plaintext"])
 def test_kubectl_1_32_explain(apiserver: ApiServer, tmp_path: Path, output: str) -> None:
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl", binary=OLD_KUBECTL)
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl", binary=OLD_KUBECTL)
     text = kubectl("explain", "pods.spec.containers", "--output", output)
     assert "KIND:" in text and "Pod" in text
     assert "image\t<string>" in text

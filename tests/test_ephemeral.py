@@ -25,7 +25,7 @@ def pods(name: str = "", sub: str = "") -> str:
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(apiserver.url, tmp_path / "kubectl")
+    return Kubectl(apiserver, tmp_path / "kubectl")
 
 
 @pytest.fixture

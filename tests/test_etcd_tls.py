@@ -83,7 +83,7 @@ async def test_the_apiserver_stores_and_reads_a_pod_over_tls(apiserver_on_tls: A
                                                              tls_etcd: TlsEtcd,
                                                              pki_dir: Path) -> None:
     name = unique("tls-pod")
-    async with httpx.AsyncClient(base_url=apiserver_on_tls.url, timeout=30) as http:
+    async with apiserver_on_tls.client(timeout=30) as http:
         assert (await http.get("/readyz")).status_code == 200
         created = await http.post(PODS, json={
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
@@ -106,7 +106,7 @@ def test_workers_each_open_a_tls_channel(tls_etcd: TlsEtcd, tmp_path: Path) -> N
                        extra_args=[*tls_etcd.apiserver_args(), "--workers", "2"]).start()
     try:
         for _ in range(6):  # new connections, spread over both workers
-            with httpx.Client(base_url=server.url, timeout=10) as http:
+            with server.sync_client(timeout=10) as http:
                 assert http.get(f"{PODS}?limit=1").status_code == 200
     finally:
         server.stop()

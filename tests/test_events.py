@@ -195,7 +195,7 @@ async def test_failures_are_logged_never_raised(caplog: pytest.LogCaptureFixture
 
 async def test_repeats_against_the_apiserver(apiserver: ApiServer) -> None:
     name = unique("evt")
-    async with ApiClient(apiserver.url, timeout=10) as client:
+    async with ApiClient(apiserver.connection(), timeout=10) as client:
         pod = await client.create("pods", {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
             "spec": {"containers": [{"name": "app", "image": "busybox:1.36"}]}})

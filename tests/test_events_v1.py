@@ -181,7 +181,7 @@ async def test_watch_through_v1(http: httpx.AsyncClient, apiserver: ApiServer) -
     name = unique("watched")
     start = (await http.get(f"{V1}/namespaces/default/events")).json()
     rv = start["metadata"]["resourceVersion"]
-    async with httpx.AsyncClient(base_url=apiserver.url, timeout=30) as watcher:
+    async with apiserver.client(timeout=30) as watcher:
         async with watcher.stream("GET", f"{V1}/namespaces/default/events", params={
                 "watch": "true", "resourceVersion": rv, "timeoutSeconds": "10"}) as stream:
             await http.post(f"{CORE}/namespaces/default/events", json={
@@ -220,7 +220,7 @@ async def test_table_of_v1_events(http: httpx.AsyncClient) -> None:
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(apiserver.url, tmp_path / "kubectl")
+    return Kubectl(apiserver, tmp_path / "kubectl")
 
 
 async def test_kubectl_get_and_events(kubectl: Kubectl, http: httpx.AsyncClient) -> None:
@@ -241,7 +241,7 @@ async def test_kubectl_get_and_events(kubectl: Kubectl, http: httpx.AsyncClient)
 
 def test_official_python_client(apiserver: ApiServer) -> None:
     configuration = kubernetes.client.Configuration()
-    configuration.host = apiserver.url
+    apiserver.configure(configuration)
     with kubernetes.client.ApiClient(configuration) as api_client:
         api = kubernetes.client.EventsV1Api(api_client)
         name = unique("pyclient")
@@ -271,12 +271,7 @@ def test_official_python_client(apiserver: ApiServer) -> None:
 
 
 def test_lightkube(apiserver: ApiServer) -> None:
-    config = lightkube.KubeConfig.from_dict({
-        "current-context": "kubelite",
-        "clusters": [{"name": "kubelite", "cluster": {"server": apiserver.url}}],
-        "users": [{"name": "anonymous", "user": {}}],
-        "contexts": [{"name": "kubelite", "context": {"cluster": "kubelite",
-                                                      "user": "anonymous"}}]})
+    config = lightkube.KubeConfig.from_dict(apiserver.config_dict())
     client = lightkube.Client(config=config)
     name = unique("lightkube")
     created = client.create(Event(

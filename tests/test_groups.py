@@ -309,7 +309,7 @@ async def test_lease_table_and_table_watch(http: httpx.AsyncClient) -> None:
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(apiserver.url, tmp_path / "kubectl")
+    return Kubectl(apiserver, tmp_path / "kubectl")
 
 
 async def test_kubectl_reads_leases_and_describes_a_nodes_lease(

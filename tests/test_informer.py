@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -269,8 +270,8 @@ async def test_not_synced_before_the_first_list() -> None:
 class RecordingTransport(httpx.AsyncBaseTransport):
     """A real HTTP transport that remembers what was asked ("list" / "watch <rv>")."""
 
-    def __init__(self) -> None:
-        self.inner = httpx.AsyncHTTPTransport()
+    def __init__(self, verify: ssl.SSLContext | bool = True) -> None:
+        self.inner = httpx.AsyncHTTPTransport(verify=verify)
         self.requests: list[str] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -319,9 +320,9 @@ async def informer_through_restarts(etcd: Etcd, watched: ApiServer, writer: ApiS
     label = unique("suite")
     selector = f"suite={label}"
     calls: list[tuple[str, str]] = []
-    transport = RecordingTransport()
-    async with ApiClient(writer.url, timeout=10) as write, \
-            ApiClient(watched.url, timeout=10, transport=transport) as read:
+    transport = RecordingTransport(watched.ssl_context())
+    async with ApiClient(writer.connection(), timeout=10) as write, \
+            ApiClient(watched.connection(), timeout=10, transport=transport) as read:
         informer = Informer(
             read, "pods", namespace="default", label_selector=selector,
             on_add=lambda obj: calls.append(("add", obj["metadata"]["name"])),

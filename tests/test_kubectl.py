@@ -74,7 +74,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         started.append(SchedulerProcess(apiserver, workdir, port=0).start())
         for node in (node1, node2):
             started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        kubectl = Kubectl(apiserver.url, workdir / "kubectl")
+        kubectl = Kubectl(apiserver, workdir / "kubectl")
 
         def both_ready() -> bool:  # a kubelet answers /healthz before it registers
             ready = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}="

@@ -46,7 +46,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         started.append(apiserver)
         started.append(SchedulerProcess(apiserver, workdir, port=0).start())
         started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        kubectl = Kubectl(apiserver.url, workdir / "kubectl")
+        kubectl = Kubectl(apiserver, workdir / "kubectl")
         wait_for(lambda: kubectl("get", "nodes", "-o", "jsonpath={.items[*].status.conditions"
                                  "[?(@.type==\"Ready\")].status}") == "True",
                  what="the node registered and Ready")

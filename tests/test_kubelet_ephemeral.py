@@ -302,7 +302,7 @@ async def test_kubectl_debug_target(http: httpx.AsyncClient, apiserver: ApiServe
     ensure_docker()
     node = unique("debug-node")
     kubelet = KubeletProcess(apiserver, tmp_path, node_name=node).start()
-    kubectl = Kubectl(apiserver.url, tmp_path / "kubectl")
+    kubectl = Kubectl(apiserver, tmp_path / "kubectl")
     try:
         name = unique("web")
         await create_pod(http, pod_manifest(name, node, [shell("app", SERVE_FOREVER)]))

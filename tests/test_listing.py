@@ -239,7 +239,7 @@ def counted_apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory,
 async def test_every_list_option_combination(counted_apiserver: ApiServer,
                                              query: dict[str, str], at: str, source: str,
                                              count: int) -> None:
-    async with httpx.AsyncClient(base_url=counted_apiserver.url, timeout=30) as http:
+    async with counted_apiserver.client(timeout=30) as http:
         await list_with_options(http, query, at, source, count)
 
 
@@ -420,7 +420,7 @@ async def test_a_table_page_carries_the_continue_token(http: httpx.AsyncClient) 
 async def private_apiserver(tmp_path: Path) -> AsyncIterator[tuple[Etcd, httpx.AsyncClient]]:
     etcd = Etcd(tmp_path).start()
     server = ApiServer(etcd, tmp_path).start()
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         yield etcd, http
     server.stop()
     etcd.stop()
@@ -486,7 +486,7 @@ async def test_a_consistent_list_sees_every_write_before_it_even_at_startup(
         for round_ in range(5):
             server = ApiServer(etcd, tmp_path, name=f"apiserver-{round_}").start()
             try:
-                async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+                async with server.client(timeout=30) as http:
                     _, url = await namespace_with_pods(http, 10)
                     listed = (await http.get(url)).json()["items"]
                     assert len(listed) == 10, f"round {round_}: {len(listed)} of 10 pods"

@@ -205,7 +205,7 @@ def test_decide_refuses_or_warns() -> None:
 
 @pytest.fixture
 def kubectl(apiserver: ApiServer, tmp_path: Path) -> Kubectl:
-    return Kubectl(apiserver.url, tmp_path / "kubectl")
+    return Kubectl(apiserver, tmp_path / "kubectl")
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from apiserver.auth.bootstrap import (
 from apiserver.auth.escalation import compact_string, confirm_no_escalation, covers
 from apiserver.auth.node import node_decision
 from apiserver.auth.rbac import Policy, rule_allows
+from apiserver.auth.requestinfo import field_requirements, request_attributes
 from apiserver.resources.rbac import (
     binding_cells,
     validate_binding,
@@ -199,8 +200,9 @@ NODE_A = UserInfo("system:node:a", groups=("system:nodes", "system:authenticated
 
 
 @pytest.mark.parametrize(("attributes", "allowed"), [
-    (res("get", "nodes", name="b", user=NODE_A), True),
-    (res("watch", "pods", user=NODE_A), True),
+    (res("get", "nodes", name="a", user=NODE_A), True),
+    (res("get", "nodes", name="b", user=NODE_A), False),  # kube 1.32+: its own Node only
+    (res("watch", "pods", user=NODE_A), False),  # only with spec.nodeName=a
     (res("create", "nodes", user=NODE_A), True),
     (res("patch", "nodes", sub="status", name="a", user=NODE_A), True),
     (res("delete", "nodes", name="a", user=NODE_A), False),
@@ -378,10 +380,80 @@ def test_node_gets_only_pods_bound_to_it() -> None:
     for name in ("theirs", "pending", "missing"):
         assert get(name) == (Decision.NO_OPINION,
                              "no relationship found between node 'a' and this object")
-    # status and lists are the static rules' (NodeRestriction narrows status writes)
+    # a get of the status subresource is no node's (NodeRestriction narrows status writes)
     assert node_decision(res("get", "pods", sub="status", ns="default", name="theirs",
                              user=NODE_A), pod_node)[0] is Decision.NO_OPINION
-    assert node_decision(res("list", "pods", user=NODE_A), pod_node)[0] is Decision.ALLOW
+    # a list or watch of one pod by metadata.name (the request info's name): the same edge
+    for verb in ("list", "watch"):
+        assert node_decision(res(verb, "pods", ns="default", name="mine", user=NODE_A),
+                             pod_node)[0] is Decision.ALLOW
+        assert node_decision(res(verb, "pods", ns="default", name="theirs", user=NODE_A),
+                             pod_node)[0] is Decision.NO_OPINION
+
+
+def selected(verb: str, resource: str, selector: str, *, ns: str = "",
+             user: UserInfo = NODE_A) -> Attributes:
+    """A list/watch/deletecollection as the request info reads `?fieldSelector=...`."""
+    query = {"fieldSelector": selector, **({"watch": "true"} if verb == "watch" else {})}
+    method = "DELETE" if verb == "deletecollection" else "GET"
+    path = f"/api/v1/namespaces/{ns}/{resource}" if ns else f"/api/v1/{resource}"
+    attributes = request_attributes(user, method, path, query)
+    assert attributes.verb == verb
+    return attributes
+
+
+PODS_ONLY = (Decision.NO_OPINION, "can only list/watch pods with spec.nodeName field selector")
+ALL_NODES = (Decision.NO_OPINION, "node 'a' cannot read all nodes, only its own Node object")
+
+
+# kube's node_authorizer_test.go "list/watch pods/nodes with selectors" cases
+@pytest.mark.parametrize(("attributes", "expected"), [
+    (selected("list", "pods", "spec.nodeName=a"), (Decision.ALLOW, "")),
+    (selected("watch", "pods", "spec.nodeName=a"), (Decision.ALLOW, "")),
+    (selected("list", "pods", "spec.nodeName==a"), (Decision.ALLOW, "")),
+    (selected("watch", "pods", "spec.nodeName=a", ns="default"), (Decision.ALLOW, "")),
+    (selected("list", "pods", "status.phase=Running,spec.nodeName=a"), (Decision.ALLOW, "")),
+    (selected("list", "pods", ""), PODS_ONLY),
+    (selected("list", "pods", "spec.nodeName=b"), PODS_ONLY),
+    (selected("watch", "pods", "spec.nodeName!=a"), PODS_ONLY),
+    (selected("list", "pods", "spec.nodeName="), PODS_ONLY),
+    (selected("list", "pods", "spec.nodeName"), PODS_ONLY),  # does not parse
+    (selected("deletecollection", "pods", "spec.nodeName=a", ns="default"),
+     (Decision.NO_OPINION, "")),
+    (selected("list", "nodes", "metadata.name=a"), (Decision.ALLOW, "")),
+    (selected("watch", "nodes", "metadata.name=a"), (Decision.ALLOW, "")),
+    (selected("list", "nodes", ""), ALL_NODES),
+    (selected("watch", "nodes", "spec.unschedulable=false"), ALL_NODES),
+    (selected("list", "nodes", "metadata.name=b"),
+     (Decision.NO_OPINION, "node 'a' cannot read 'b', only its own Node object")),
+    (res("get", "nodes", name="b", user=NODE_A),
+     (Decision.NO_OPINION, "node 'a' cannot read 'b', only its own Node object")),
+    (res("update", "nodes", name="b", user=NODE_A), (Decision.ALLOW, "")),  # NodeRestriction's
+    (res("update", "nodes", sub="status", name="a", user=NODE_A), (Decision.ALLOW, "")),
+    (res("get", "nodes", sub="status", name="a", user=NODE_A), (Decision.NO_OPINION, "")),
+    (res("create", "pods", sub="eviction", ns="default", name="p", user=NODE_A),
+     (Decision.ALLOW, "")),
+    (res("delete", "pods", ns="default", name="p", user=NODE_A), (Decision.ALLOW, "")),
+    # not a node: the node authorizer has no opinion, selector or not
+    (selected("list", "pods", "spec.nodeName=a", user=ALICE), (Decision.NO_OPINION, "")),
+])
+def test_node_reads_with_selectors(attributes: Attributes,
+                                   expected: tuple[Decision, str]) -> None:
+    assert node_decision(attributes) == expected
+
+
+@pytest.mark.parametrize(("selector", "requirements"), [
+    ("", ()),
+    ("spec.nodeName=a", (("spec.nodeName", "=", "a"),)),
+    ("spec.nodeName==a", (("spec.nodeName", "=", "a"),)),
+    ("a!=b,c=d", (("a", "!=", "b"), ("c", "=", "d"))),
+    (r"metadata.name=x\,y", (("metadata.name", "=", "x,y"),)),
+    ("nonsense", ()),
+    ("a=b=c", ()),  # an unescaped "=" in a value
+])
+def test_field_requirements(selector: str, requirements: tuple[tuple[str, str, str], ...],
+                            ) -> None:
+    assert field_requirements(selector) == requirements
 
 
 # --- impersonation -----------------------------------------------------------------------------

@@ -19,7 +19,9 @@ from tests.support import REPO, ApiServer, Etcd
 def fresh_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     workdir = Path(tmp_path_factory.mktemp("readme"))
     etcd = Etcd(workdir).start()
-    server = ApiServer(etcd, workdir).start()
+    # plain: this section of the README is "The apiserver on its own", started by hand on
+    # the development --port 8080, and its curl examples are about that port
+    server = ApiServer(etcd, workdir, plain=True).start()
     yield server
     server.stop()
     etcd.stop()

@@ -57,7 +57,10 @@ def cluster(module_etcd: Etcd, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="module")
 def scheduler(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[SchedulerProcess]:
-    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("scheduler")).start()
+    # a generous renew deadline: an apiserver restart on a loaded machine (a TLS apiserver
+    # takes seconds to start) must not outlast it, or the leader exits, as kube's does
+    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("scheduler"), extra_args=(
+        "--leader-elect-lease-duration", "90s", "--leader-elect-renew-deadline", "60s")).start()
     yield proc
     proc.process.stop()
 
@@ -117,7 +120,7 @@ class Objects:
 
 @pytest.fixture
 async def api(cluster: ApiServer) -> AsyncIterator[ApiClient]:
-    async with ApiClient(cluster.url) as client:
+    async with ApiClient(cluster.connection()) as client:
         yield client
 
 
@@ -402,7 +405,7 @@ async def test_survives_an_apiserver_restart(
     cluster.process.stop()
     await asyncio.sleep(1)
     cluster.process.start()
-    wait_http_ok(f"{cluster.url}/readyz", process=cluster.process)
+    wait_http_ok(f"{cluster.url}/readyz", process=cluster.process, verify=cluster.ssl_context())
 
     await objects.pod("after-outage", node_selector={key: "yes"})
     assert await wait_bound(api, "after-outage", within=60) == node
@@ -421,11 +424,13 @@ def metric_samples(text: str) -> dict[str, float]:
 
 
 async def test_readyz_waits_for_the_informers_and_metrics_count_attempts(
-        api: ApiClient, objects: Objects, module_etcd: Etcd, tmp_path: Path) -> None:
+        api: ApiClient, objects: Objects, module_etcd: Etcd, cluster: ApiServer,
+        tmp_path: Path) -> None:
     name = unique("probed-scheduler")
     key = unique("probed")
     late = ApiServer(module_etcd, tmp_path, name="late-apiserver")  # started after the 503
-    sched = SchedulerProcess(late, tmp_path, name="probed", scheduler_name=name).start()
+    sched = SchedulerProcess(late, tmp_path, name="probed", scheduler_name=name,
+                             grant_through=cluster).start()
     attempts = f'scheduler_schedule_attempts_total{{profile="{name}",result='
     try:
         async with httpx.AsyncClient(base_url=sched.url, timeout=10) as http:

@@ -171,7 +171,7 @@ async def test_compacted_version_gives_410_error_event(
     """A resourceVersion etcd has compacted is 410, whether the watch cache's window still
     holds it or it is older than the window: compacted history is never replayed."""
     etcd, server = private_apiserver
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         first = (await http.post(PODS, json=pod("c-0"))).json()
         old_rv = int(first["metadata"]["resourceVersion"])
         for i in range(1, 5):
@@ -192,7 +192,7 @@ async def test_compacted_version_gives_410_error_event(
     server.stop()
     restarted = ApiServer(etcd, tmp_path, name="restarted").start()
     try:
-        async with httpx.AsyncClient(base_url=restarted.url, timeout=30) as http:
+        async with restarted.client(timeout=30) as http:
             events = await collect(http, PODS, 1, resourceVersion=str(old_rv))
     finally:
         restarted.stop()
@@ -212,7 +212,8 @@ def etcd_watchers(etcd: Etcd) -> int:
 
 def apiserver_gauges(server: ApiServer) -> dict[str, float]:
     gauges = {}
-    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+    metrics = httpx.get(f"{server.url}/metrics", timeout=10, verify=server.ssl_context())
+    for line in metrics.text.splitlines():
         if line and not line.startswith("#"):
             name, value = line.rsplit(" ", 1)
             gauges[name] = float(value)
@@ -222,7 +223,7 @@ def apiserver_gauges(server: ApiServer) -> dict[str, float]:
 async def test_disconnecting_clients_leave_no_watch_behind(
         private_apiserver: tuple[Etcd, ApiServer]) -> None:
     etcd, server = private_apiserver
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         # the first watch starts the shared watch cache of pods: one etcd watch for good
         async with http.stream("GET", PODS, params={"watch": "true"}) as r:
             assert r.status_code == 200
@@ -255,7 +256,7 @@ async def test_disconnecting_clients_leave_no_watch_behind(
 async def test_many_watchers_share_one_etcd_watch(
         private_apiserver: tuple[Etcd, ApiServer]) -> None:
     etcd, server = private_apiserver
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         async with http.stream("GET", PODS, params={"watch": "true", "timeoutSeconds": "1"}):
             pass
         before = etcd_watchers(etcd)
@@ -277,7 +278,7 @@ async def test_many_watchers_share_one_etcd_watch(
 async def test_etcd_down_gives_fast_503_then_recovers(
         private_apiserver: tuple[Etcd, ApiServer]) -> None:
     etcd, server = private_apiserver
-    async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+    async with server.client(timeout=30) as http:
         assert (await http.post(PODS, json=pod("before"))).status_code == 201
         etcd.stop()
         for method, call in (("GET", http.get(PODS)),

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 
@@ -65,7 +64,7 @@ async def test_two_workers_serve_one_consistent_cluster(workers_apiserver: ApiSe
     workers = children(workers_apiserver.process.pid)
     assert len(workers) == 2
     # many connections, kept open: the kernel spreads them over both workers
-    clients = [httpx.AsyncClient(timeout=30) for _ in range(16)]
+    clients = [workers_apiserver.client() for _ in range(16)]
     try:
         async with asyncio.timeout(60):
             while True:  # both workers up and serving namespaces (worker 0 creates them)

@@ -9,22 +9,13 @@ that allows or denies decides; if none has an opinion, the request is forbidden.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class UserInfo:
-    """kube's user.Info."""
-
-    name: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-
-
-ANONYMOUS = UserInfo("system:anonymous", groups=("system:unauthenticated",))
+# the user and anonymous are common to the apiserver's and the kubelet's authentication
+from common.authn import ANONYMOUS as ANONYMOUS
+from common.authn import UserInfo as UserInfo
 
 
 @dataclass(frozen=True)
@@ -41,6 +32,10 @@ class Attributes:
     namespace: str = ""
     name: str = ""
     path: str = ""  # for a non-resource request
+    # a list's, watch's or deletecollection's field selector as (field, operator, value)
+    # requirements, operator "=" (also for "==") or "!=" (kube's GetFieldSelector; empty
+    # when it has none or it does not parse)
+    field_selector: tuple[tuple[str, str, str], ...] = ()
 
 
 class Decision(Enum):

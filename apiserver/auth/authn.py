@@ -13,8 +13,6 @@ front of the anonymous authenticator); no credential at all is `system:anonymous
 from __future__ import annotations
 
 import csv
-import datetime
-import functools
 import io
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,34 +20,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from apiserver.auth import ANONYMOUS, UserInfo
 from common import errors
 
+# shared with the kubelet's port (common/authn.py); importers of this module keep them
+from common.authn import AUTHENTICATED as AUTHENTICATED
+from common.authn import AuthenticationFailed as AuthenticationFailed
+from common.authn import bearer_token as bearer_token
+from common.authn import client_certificate as client_certificate
+from common.authn import load_ca_bundle as load_ca_bundle
+from common.authn import verify_client_certificate as verify_client_certificate
+from common.authn import with_authenticated as with_authenticated
+
 log = logging.getLogger("apiserver")
 
-AUTHENTICATED = "system:authenticated"
 # kube's old insecure port (--insecure-port, removed in 1.24) served every request as this
 # superuser, with authentication and authorization skipped.
 UNSECURED = UserInfo("system:unsecured", groups=("system:masters", AUTHENTICATED))
 
 
-class AuthenticationFailed(Exception):
-    """A presented credential that does not authenticate (logged; the client sees 401)."""
-
-
 def unauthorized() -> errors.Unauthorized:
     """kube's 401: the reason, never which credential failed or why."""
     return errors.Unauthorized("Unauthorized")
-
-
-def with_authenticated(user: UserInfo) -> UserInfo:
-    """kube's AuthenticatedGroupAdder."""
-    if AUTHENTICATED in user.groups:
-        return user
-    return UserInfo(user.name, user.uid, (*user.groups, AUTHENTICATED), user.extra)
 
 
 # --- bearer tokens -----------------------------------------------------------------------
@@ -81,75 +74,7 @@ def parse_token_file(text: str, *, source: str = "token file") -> dict[str, User
     return tokens
 
 
-def bearer_token(headers: Sequence[tuple[bytes, bytes]]) -> str | None:
-    """The token of `Authorization: Bearer TOKEN`; None when there is none."""
-    for key, value in headers:
-        if key == b"authorization":
-            parts = value.decode("latin-1").split(" ")
-            if len(parts) >= 2 and parts[0].lower() == "bearer" and parts[1]:
-                return parts[1]
-            return None
-    return None
-
-
 # --- x509 ----------------------------------------------------------------------------------
-
-
-def load_ca_bundle(pem: bytes) -> tuple[x509.Certificate, ...]:
-    return tuple(x509.load_pem_x509_certificates(pem))
-
-
-@functools.lru_cache(maxsize=1024)
-def _signed_leaf(pem: str, cas: tuple[x509.Certificate, ...]) -> tuple[
-        x509.Certificate, x509.Certificate]:
-    """(the leaf, its CA) once its signature checked (a connection's requests share it)."""
-    leaf = x509.load_pem_x509_certificate(pem.encode())
-    for ca in cas:
-        if ca.subject != leaf.issuer:
-            continue
-        try:
-            leaf.verify_directly_issued_by(ca)
-        except (ValueError, TypeError, InvalidSignature):
-            continue
-        return leaf, ca
-    raise AuthenticationFailed("x509: certificate signed by unknown authority")
-
-
-def verify_client_certificate(pem: str, cas: tuple[x509.Certificate, ...], *,
-                              at: datetime.datetime | None = None) -> UserInfo | None:
-    """The user of a client certificate; None when it names no one (no CN, as kube's
-    CommonNameUserConversion); AuthenticationFailed when it does not verify."""
-    try:
-        leaf, ca = _signed_leaf(pem, cas)
-    except ValueError as e:
-        raise AuthenticationFailed(f"x509: malformed certificate: {e}") from None
-    when = at or datetime.datetime.now(datetime.UTC)
-    for cert in (leaf, ca):
-        if not cert.not_valid_before_utc <= when <= cert.not_valid_after_utc:
-            raise AuthenticationFailed(
-                f"x509: certificate has expired or is not yet valid: current time "
-                f"{when:%Y-%m-%dT%H:%M:%SZ} is outside {cert.not_valid_before_utc:%Y-%m-%dT%H:%M:%SZ}"
-                f" - {cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}")
-    try:
-        usages = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    except x509.ExtensionNotFound:
-        usages = None
-    if usages is not None and ExtendedKeyUsageOID.CLIENT_AUTH not in usages and \
-            ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE not in usages:
-        raise AuthenticationFailed("x509: certificate specifies an incompatible key usage")
-    names = leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    if not names or not names[0].value:
-        return None
-    orgs = tuple(str(a.value) for a in leaf.subject.get_attributes_for_oid(
-        NameOID.ORGANIZATION_NAME))
-    return with_authenticated(UserInfo(str(names[0].value), groups=orgs))
-
-
-def client_certificate(scope: Mapping[str, Any]) -> str | None:
-    """The leaf certificate (PEM) the client presented, from the ASGI TLS extension."""
-    tls = (scope.get("extensions") or {}).get("tls") or {}
-    chain = tls.get("client_cert_chain") or ()
-    return chain[0] if chain else None
 
 
 # --- the union ------------------------------------------------------------------------------

@@ -3,10 +3,12 @@
 A kubelet (user `system:node:NAME` in group `system:nodes`) is allowed the static NodeRules
 (bootstrappolicy.NodeRules: read nodes and pods, write its Node and pods' status, events,
 ...), its own Lease in kube-node-lease, a get of a pod only when the pod is bound to it,
-and secrets/configmaps/... only through a pod bound to it. (kube 1.32+ also limits a node's
-list/watch of pods to `fieldSelector=spec.nodeName=NAME`; Attributes carry no selectors yet,
-so list and watch are allowed as the static rules say.) kubelite serves none of those referenced kinds yet, so a request for one is left to
-the next authorizer (as kube does without a graph edge). What a node may change in the
+and secrets/configmaps/... only through a pod bound to it. With kube 1.32+'s
+AuthorizeNodeWithSelectors (on by default) pods and nodes are decided here alone, not by
+the static rules: a node lists and watches pods only with `fieldSelector=spec.nodeName=NAME`
+(or one pod by name that is bound to it), and reads only its own Node (a get of NAME, a
+list/watch with `metadata.name=NAME`). kubelite serves none of the referenced kinds yet, so
+a request for one is left to the next authorizer (as kube does without a graph edge). What a node may change in the
 objects it may write is NodeRestriction admission's (apiserver/auth/admission.py).
 """
 
@@ -86,6 +88,65 @@ def no_relationship(node: str) -> tuple[Decision, str]:
     return Decision.NO_OPINION, f"no relationship found between node '{node}' and this object"
 
 
+def has_node_name_selector(attributes: Attributes, node: str) -> bool:
+    return ("spec.nodeName", "=", node) in attributes.field_selector
+
+
+def pod_on_node(node: str, attributes: Attributes, pod_node: PodNode | None,
+                ) -> tuple[Decision, str]:
+    """A named pod, allowed when it is bound to the node (kube's graph edge pod -> node);
+    without a `pod_node` lookup, as the static rules allow a get."""
+    if pod_node is None:
+        return Decision.ALLOW, ""
+    if pod_node(attributes.namespace, attributes.name) == node:
+        return Decision.ALLOW, ""
+    return no_relationship(node)
+
+
+def authorize_pod(node: str, attributes: Attributes, pod_node: PodNode | None,
+                  ) -> tuple[Decision, str]:
+    """NodeAuthorizer.authorizePod (AuthorizeNodeWithSelectors)."""
+    verb, sub = attributes.verb, attributes.subresource
+    if sub == "":
+        if verb == "get":
+            return pod_on_node(node, attributes, pod_node)
+        if verb in ("list", "watch"):
+            if has_node_name_selector(attributes, node):
+                return Decision.ALLOW, ""
+            if attributes.name:  # one pod by metadata.name: the graph decides
+                return pod_on_node(node, attributes, pod_node)
+            return (Decision.NO_OPINION,
+                    "can only list/watch pods with spec.nodeName field selector")
+        if verb in ("create", "delete"):  # mirror pods; NodeRestriction narrows them
+            return Decision.ALLOW, ""
+    elif sub == "status" and verb in ("update", "patch"):
+        return Decision.ALLOW, ""
+    elif sub == "eviction" and verb == "create":
+        return Decision.ALLOW, ""
+    return Decision.NO_OPINION, ""
+
+
+def authorize_node(node: str, attributes: Attributes) -> tuple[Decision, str]:
+    """NodeAuthorizer.authorizeNode (AuthorizeNodeWithSelectors): any Node write is
+    NodeRestriction's to narrow; reads only of its own Node, by name or
+    `metadata.name=NAME` (which the request info turns into the name)."""
+    verb, sub = attributes.verb, attributes.subresource
+    if sub == "":
+        if verb in ("create", "update", "patch"):
+            return Decision.ALLOW, ""
+        if verb in ("get", "list", "watch"):
+            if attributes.name == node:
+                return Decision.ALLOW, ""
+            if attributes.name == "":
+                return (Decision.NO_OPINION,
+                        f"node '{node}' cannot read all nodes, only its own Node object")
+            return (Decision.NO_OPINION,
+                    f"node '{node}' cannot read '{attributes.name}', only its own Node object")
+    elif sub == "status" and verb in ("update", "patch"):
+        return Decision.ALLOW, ""
+    return Decision.NO_OPINION, ""
+
+
 def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
                   ) -> tuple[Decision, str]:
     """`pod_node`: where the pods are bound, for a get of one pod (kube's graph edge from a
@@ -101,11 +162,10 @@ def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
             return authorize_lease(node, attributes)
         if kind in GRAPH_RESOURCES and attributes.subresource == "":
             return no_relationship(node)
-        if (kind == ("", "pods") and attributes.subresource == "" and attributes.verb == "get"
-                and pod_node is not None):
-            if pod_node(attributes.namespace, attributes.name) == node:
-                return Decision.ALLOW, ""
-            return no_relationship(node)
+        if kind == ("", "pods"):
+            return authorize_pod(node, attributes, pod_node)
+        if kind == ("", "nodes"):
+            return authorize_node(node, attributes)
     if rules_allow(attributes, NODE_RULES):
         return Decision.ALLOW, ""
     return Decision.NO_OPINION, ""

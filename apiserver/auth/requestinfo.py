@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from urllib.parse import parse_qs
 
 from apiserver.auth import Attributes, UserInfo
+from apiserver.selectors import _split_term, _split_terms, unescape_field_value
+from common.errors import ApiError
 
 API_PREFIXES = ("api", "apis")
 GROUPLESS_PREFIXES = ("api",)
@@ -46,6 +48,29 @@ def name_from_field_selector(text: str) -> str:
         if name and name not in (".", "..") and "/" not in name and "%" not in name:
             return name
     return ""
+
+
+SELECTOR_VERBS = ("list", "watch", "deletecollection")
+
+
+def field_requirements(text: str) -> tuple[tuple[str, str, str], ...]:
+    """fields.ParseSelector's requirements of `text` as (field, "=" or "!=", value), as
+    kube's authorization attributes carry them (AuthorizeWithSelectors); () when it does
+    not parse (kube's GetFieldSelector error: no selector to authorize with)."""
+    requirements = []
+    try:
+        for term in _split_terms(text):
+            if not term:
+                continue
+            split = _split_term(term)
+            if split is None:
+                return ()
+            label, operator, raw = split
+            requirements.append((label, "!=" if operator == "!=" else "=",
+                                 unescape_field_value(raw)))
+    except ApiError:
+        return ()
+    return tuple(requirements)
 
 
 def request_attributes(user: UserInfo, method: str, path: str,
@@ -83,7 +108,9 @@ def request_attributes(user: UserInfo, method: str, path: str,
         name = name_from_field_selector(query.get("fieldSelector", ""))
     if not name and verb == "delete":
         verb = "deletecollection"
+    selector = (field_requirements(query.get("fieldSelector", ""))
+                if verb in SELECTOR_VERBS else ())
     return Attributes(user=user, verb=verb, resource_request=True, api_group=group,
                       api_version=version, resource=resource, subresource=subresource,
-                      namespace=namespace, name=name, path=path)
+                      namespace=namespace, name=name, path=path, field_selector=selector)
 

@@ -5,7 +5,7 @@ every other path (kubelet/auth.py: they are `nodes/proxy`).
 
 A request is checked first (options, pod, container, protocol): a bad one gets a
 plain-text 4xx as the kubelet answers, and nothing reaches Docker. Only then is the
-connection taken over (apiserver/upgrade.py's hijack), `101 Switching Protocols` written,
+connection taken over (common/upgrade.py's hijack), `101 Switching Protocols` written,
 and the session run on it.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from apiserver.upgrade import hijacker
+from common.upgrade import hijacker
 from kubelet.docker_stream import DockerStreams
 from kubelet.runtime import Runtime, pod_ref
 from kubelet.streaming import portforward, remotecommand

@@ -27,7 +27,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from apiserver.tls import TLSHttpToolsProtocol
+from common.tls import TLSHttpToolsProtocol
 
 HIJACK = "kubelite.hijack"
 READ_LIMIT = 1 << 20
