@@ -28,8 +28,7 @@ def kubectl(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> K
 
 @pytest.fixture(scope="module")
 def api_client(apiserver: ApiServer) -> Iterator[kubernetes.client.ApiClient]:
-    configuration = kubernetes.client.Configuration()
-    configuration.host = apiserver.url
+    configuration = apiserver.configure(kubernetes.client.Configuration())
     with kubernetes.client.ApiClient(configuration) as client:
         yield client
 

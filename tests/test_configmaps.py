@@ -144,8 +144,7 @@ async def test_config_map_keys(http: httpx.AsyncClient) -> None:
 
 
 def test_official_client(apiserver: ApiServer) -> None:
-    configuration = kubernetes.client.Configuration()
-    configuration.host = apiserver.url
+    configuration = apiserver.configure(kubernetes.client.Configuration())
     with kubernetes.client.ApiClient(configuration) as client:
         core = kubernetes.client.CoreV1Api(client)
         name = unique("client")

@@ -196,8 +196,7 @@ def test_kubectl_cascade_and_the_official_client(apiserver: ApiServer, tmp_path:
     assert finalizers == '["foregroundDeletion"]'
     kubectl("patch", "deployment", name, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     assert "NotFound" in kubectl.run("get", "deployment", name, check=False).stderr
-    configuration = kubernetes.client.Configuration()
-    configuration.host = apiserver.url
+    configuration = apiserver.configure(kubernetes.client.Configuration())
     with kubernetes.client.ApiClient(configuration) as client:
         apps = kubernetes.client.AppsV1Api(client)
         other = unique("client")

@@ -368,8 +368,7 @@ def core_api(apiserver: ApiServer) -> Any:
     """The `kubernetes` package's CoreV1Api on the session apiserver."""
     from kubernetes import client
 
-    configuration = client.Configuration()
-    configuration.host = apiserver.url
+    configuration = apiserver.configure(client.Configuration())
     return client.CoreV1Api(client.ApiClient(configuration))
 
 
