@@ -4,7 +4,7 @@
 to a local store keyed "namespace/name" (or "name" for cluster-scoped objects),
 calling `on_add(obj)`, `on_update(old, new)` and `on_delete(obj)` after the store has
 changed. When a stream drops or ends it watches again from the last resourceVersion
-seen (BOOKMARKs included), with a capped exponential back-off; on 410 Gone it lists
+seen (BOOKMARKs included), with a capped exponential back-off (common.backoff); on 410 Gone it lists
 again and delivers the difference between the store and the new list.
 
 Handlers may be plain functions or coroutine functions. They run inline, one event
@@ -23,11 +23,12 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 
+from common.backoff import Backoff
 from common.client import ApiClient
 from common.errors import ApiError, Gone
 
@@ -115,26 +116,6 @@ def watch_was_healthy(*, events: int, seconds: float) -> bool:
     return events > 0 or seconds >= HEALTHY_WATCH_SECONDS
 
 
-@dataclass
-class Backoff:
-    """Capped exponential back-off: initial, doubling, up to cap; reset on success."""
-
-    initial: float = INITIAL_BACKOFF_SECONDS
-    cap: float = MAX_BACKOFF_SECONDS
-    _current: float = field(default=0.0, init=False)
-
-    def __post_init__(self) -> None:
-        self._current = self.initial
-
-    def next(self) -> float:
-        delay = self._current
-        self._current = min(self._current * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._current = self.initial
-
-
 class Informer:
     """A local, event-driven copy of one resource collection."""
 
@@ -180,7 +161,7 @@ class Informer:
 
     async def run(self) -> None:
         """List, then watch; rewatch or relist forever, until cancelled."""
-        backoff = Backoff()
+        backoff = Backoff(initial=INITIAL_BACKOFF_SECONDS, cap=MAX_BACKOFF_SECONDS)
         must_list = True
         while True:
             if must_list:
