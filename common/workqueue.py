@@ -34,6 +34,8 @@ class WorkQueue:
         self._waiting: dict[str, tuple[float, asyncio.TimerHandle]] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
         self._shutting_down = False
+        self.adds = 0  # workqueue_adds_total
+        self.retries = 0  # workqueue_retries_total
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -46,6 +48,7 @@ class WorkQueue:
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
+        self.adds += 1
         if key in self._processing:
             return  # `done` queues it again
         self._queue.append(key)
@@ -94,6 +97,7 @@ class WorkQueue:
         self.add(key)
 
     def add_rate_limited(self, key: str) -> None:
+        self.retries += 1
         self.add_after(key, self.rate_limiter.when(key))
 
     def forget(self, key: str) -> None:
