@@ -16,6 +16,12 @@ import pytest
 from common.models import format_micro_time
 from common.timestamps import rfc3339
 from tests.cm_support import ControllerManagerProcess
+from tests.docker_support import (
+    KubeletProcess,
+    ensure_docker,
+    node_containers,
+    remove_node_containers,
+)
 from tests.support import ApiServer, Etcd, eventually, unique
 
 FAST = ("--node-monitor-grace-period", "3s", "--node-monitor-period", "500ms")
@@ -80,7 +86,9 @@ async def create_pod(api: httpx.AsyncClient, name: str, node: str,
                      tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
            "spec": {"nodeName": node, "tolerations": tolerations or [],
-                    "containers": [{"name": "c", "image": "kubelite/busybox:1.35"}]}}
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{"name": "c", "image": "kubelite/busybox:1.35",
+                                    "command": ["sleep", "3600"]}]}}
     answer = await api.post("/api/v1/namespaces/default/pods", json=pod)
     assert answer.status_code == 201, answer.text
     return dict(answer.json())
@@ -211,3 +219,41 @@ async def test_endpoint_health_readiness_and_leader_metric(
         metrics = (await client.get("/metrics")).text
     assert 'leader_election_master_status{name="kube-controller-manager"} 1' in metrics
     assert 'workqueue_adds_total{name="taint-eviction-controller"}' in metrics
+
+
+async def test_a_kubelet_killed_for_good_has_its_pod_evicted_and_back_it_cleans_up(
+        api: httpx.AsyncClient, own_apiserver: ApiServer,
+        controller_manager: ControllerManagerProcess, tmp_path: Path) -> None:
+    ensure_docker()
+    node = unique("doomed")
+    kubelet = KubeletProcess(own_apiserver, tmp_path, node_name=node).start()
+    try:
+        pod = await create_pod(api, unique("web"), node, [
+            {"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute",
+             "tolerationSeconds": 3}])
+        name = pod["metadata"]["name"]
+
+        async def running() -> bool:
+            found = await get(api, f"/api/v1/namespaces/default/pods/{name}")
+            return found["status"].get("phase") == "Running"
+        await eventually(running, timeout=90, what="the pod Running")
+        kubelet.kill()
+
+        async def evicted() -> bool:
+            found = await get(api, f"/api/v1/namespaces/default/pods/{name}")
+            return bool(found["metadata"].get("deletionTimestamp"))
+        await eventually(evicted, timeout=30, what="the pod evicted after 3 s unreachable")
+        assert not await untainted(api, node)
+
+        kubelet = KubeletProcess(own_apiserver, tmp_path, node_name=node).start()
+
+        async def pod_gone() -> bool:
+            answer = await api.get(f"/api/v1/namespaces/default/pods/{name}")
+            return answer.status_code == 404
+        await eventually(pod_gone, timeout=90, what="the back kubelet to finish the pod")
+        assert await eventually(lambda: untainted(api, node), timeout=30,
+                                what="the node Ready and untainted again")
+        assert node_containers(node, **{"io.kubernetes.pod.name": name}) == []
+    finally:
+        kubelet.stop()
+        remove_node_containers(node)
