@@ -219,8 +219,9 @@ class NodeLifecycleController:
             written = await self.client.update_status("nodes", updated)
         except (Conflict, NotFound):
             return node  # changed under us (the kubelet is back?): next pass sees it
+        reason = next(c.get("reason") for c in conditions if c.get("type") == "Ready")
         log.info("node %s: no heartbeat for %.0fs: Ready was %s, now Unknown (%s)", name,
-                 silent, was_ready, REASON_UNKNOWN)
+                 silent, was_ready, reason)
         if was_ready == "True":
             await self.recorder.event(node_reference(node), "Normal", "NodeNotReady",
                                       f"Node {name} status is now: NodeNotReady")

@@ -11,20 +11,24 @@ from tests.support import PYTHON, ApiServer, Process, eventually, free_port
 class ControllerManagerProcess:
     """The controller-manager against `apiserver`, its endpoint on a free port."""
 
-    def __init__(self, apiserver: ApiServer, workdir: Path, *, name: str = "controller-manager",
+    def __init__(self, apiserver: ApiServer | None, workdir: Path, *,
+                 name: str = "controller-manager", kubeconfig: Path | None = None,
                  extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = Process(name, [
-            PYTHON, "-m", "controller_manager", *self.connection_args(apiserver),
+            PYTHON, "-m", "controller_manager",
+            *(["--kubeconfig", str(kubeconfig)] if kubeconfig is not None else
+              self.connection_args(apiserver)),
             "--port", str(self.port), "--log-level", "info",
             "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
             "--leader-elect-retry-period", "1s", *extra_args,
         ], workdir / f"{name}.log")
 
     @staticmethod
-    def connection_args(apiserver: ApiServer) -> list[str]:
+    def connection_args(apiserver: ApiServer | None) -> list[str]:
         """How it reaches the apiserver: the one place to change for the secure port."""
+        assert apiserver is not None, "an apiserver or a kubeconfig"
         return ["--apiserver", apiserver.url]
 
     def start(self) -> ControllerManagerProcess:
