@@ -467,14 +467,15 @@ class SharedInformerFactory:
         self._tasks: dict[SharedInformer, asyncio.Task[None]] = {}
 
     def informer(self, resource: str, *, namespace: str | None = None,
-                 label_selector: str | None = None,
-                 field_selector: str | None = None) -> SharedInformer:
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 name: str = "") -> SharedInformer:
+        """The one informer for these; `name` (for logs) counts only on the first ask."""
         key = (resource, namespace, label_selector, field_selector)
         found = self._informers.get(key)
         if found is None:
             found = SharedInformer(self.client, resource, namespace=namespace,
                                    label_selector=label_selector,
-                                   field_selector=field_selector)
+                                   field_selector=field_selector, name=name)
             self._informers[key] = found
         return found
 
