@@ -58,7 +58,7 @@ from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
-from apiserver.resources import Resource, group_version, lookup
+from apiserver.resources import Resource, group_version, lookup, workloads
 from apiserver.resources.base import Caller
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
@@ -69,7 +69,7 @@ from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
-from common.models import Binding, TokenRequest
+from common.models import Binding, Scale, TokenRequest
 
 log = logging.getLogger("apiserver")
 
@@ -288,6 +288,8 @@ class ApiServer:
             return await self.pod_log(request, target)
         elif target.subresource == "eviction" and method == "POST":
             return await self.evict(request, target)
+        elif target.subresource == "scale" and method in ("GET", "PUT", "PATCH"):
+            return await self.scale(request, target)
         raise errors.method_not_allowed()
 
     # -- reads -------------------------------------------------------------------------
@@ -499,7 +501,8 @@ class ApiServer:
             target.resource, target.namespace, target.name,
             grace_period=delete_options.grace_period_seconds,
             preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
-            user=request_user(request.scope))
+            user=request_user(request.scope), propagation_policy=delete_options.propagation_policy,
+            orphan_dependents=delete_options.orphan_dependents)
         log.info("%s%s %s %s", "dry run: " if delete_options.dry_run else "",
                  "deleted" if deleted else "marked for deletion", target.resource.plural,
                  describe(obj))
@@ -521,7 +524,8 @@ class ApiServer:
             resource, target.namespace, list_options, labels=labels, fields=fields,
             grace_period=delete_options.grace_period_seconds,
             preconditions=delete_options.preconditions, dry_run=delete_options.dry_run,
-            user=request_user(request.scope))
+            user=request_user(request.scope), propagation_policy=delete_options.propagation_policy,
+            orphan_dependents=delete_options.orphan_dependents)
         selected = " ".join(f"{k}={request.query_params[k]}" for k in
                             ("labelSelector", "fieldSelector") if request.query_params.get(k))
         log.info("%sdeletecollection %s%s%s: %d object(s)",
@@ -590,6 +594,70 @@ class ApiServer:
         log.info("%sevicted pod %s (%s)", "dry run: " if delete_options.dry_run else "",
                  describe(obj), "deleted" if deleted else "marked for deletion")
         return json_response(SUCCESS_CREATED, 201)
+
+    async def scale(self, request: Request, target: Target) -> Response:
+        """GET/PUT/PATCH .../{name}/scale: the object's spec.replicas as an autoscaling/v1
+        Scale (`kubectl scale` patches it); a write changes spec.replicas and nothing else,
+        through the resource's own update validation, as kube's ScaleREST does."""
+        assert target.name is not None
+        resource, name = target.resource, target.name
+        if request.method == "GET":
+            return json_response(workloads.scale_of(
+                await self.registry.get(resource, target.namespace, name)))
+        dry_run = options.dry_run(request.query_params)
+        change, precondition = await self.scale_change(request, target)
+
+        def mutate(current: dict[str, Any]) -> dict[str, Any]:
+            scale = change(workloads.scale_of(present(resource, current)))
+            causes = workloads.validate_scale(scale)
+            if causes:
+                raise errors.invalid("Scale.autoscaling", name, causes, group="autoscaling")
+            replicas = (scale.get("spec") or {}).get("replicas") or 0
+            return objects.prepare_for_update(resource, workloads.with_replicas(current, replicas),
+                                              current, subresource=None)
+
+        obj = await self.registry.guaranteed_update(
+            resource, target.namespace, name, mutate, precondition=precondition,
+            subresource="scale", dry_run=dry_run, manager=field_manager(request),
+            user=request_user(request.scope))
+        if not dry_run:
+            log.info("scaled %s %s to %s", resource.plural, describe(obj),
+                     (obj.get("spec") or {}).get("replicas"))
+        return json_response(workloads.scale_of(obj))
+
+    async def scale_change(self, request: Request, target: Target,
+                           ) -> tuple[Callable[[dict[str, Any]], dict[str, Any]], str | None]:
+        """(the stored object's Scale -> the Scale the request makes of it, the
+        resourceVersion the client named): a PUT's body, or a patch applied to the Scale."""
+        if request.method == "PUT":
+            body = await decode_object(request, "Scale", workloads.SCALE_GROUP_VERSION)
+            check_body_namespace(body, target.namespace)
+            sent, _ = schema.decode(Scale, body)
+            body_name = (sent.get("metadata") or {}).get("name")
+            if body_name and body_name != target.name:
+                raise errors.BadRequest(f"the name of the object ({body_name}) does not match "
+                                        f"the name on the URL ({target.name})")
+            return (lambda current: sent), (sent.get("metadata") or {}).get(
+                "resourceVersion") or None
+        patch_type = PATCH_TYPES.get(media_type(request))
+        if patch_type is None or patch_type == "apply":
+            raise unsupported_media_type(", ".join(t for t, kind in PATCH_TYPES.items()
+                                                   if kind != "apply"))
+        document = await parse_body(await read_body(request), "json")
+        precondition = None
+        if isinstance(document, dict) and isinstance(document.get("metadata"), dict):
+            precondition = document["metadata"].get("resourceVersion") or None
+
+        def patched(current: dict[str, Any]) -> dict[str, Any]:
+            if patch_type == "json":
+                out = patch.apply_json_patch(current, document)
+            else:  # a Scale has no lists: strategic merge is a merge patch
+                out = patch.apply_merge_patch(current, document)
+            if not isinstance(out, dict):
+                raise errors.BadRequest("the patched object is not a Scale object")
+            return schema.decode(Scale, out)[0]
+
+        return patched, precondition if isinstance(precondition, str) else None
 
     async def pod_log(self, request: Request, target: Target) -> Response:
         assert target.name is not None

@@ -76,6 +76,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, "TokenRequest", ("create",), ("authentication.k8s.io", "v1"))
     if name == "eviction":
         return Subresource(name, "Eviction", ("create",), ("policy", "v1"))
+    if name == "scale":
+        return Subresource(name, "Scale", STATUS_VERBS, ("autoscaling", "v1"))
     return Subresource(name, kind, STATUS_VERBS)
 
 

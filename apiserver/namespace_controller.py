@@ -113,7 +113,10 @@ class NamespaceController:
                 if (item.get("metadata") or {}).get("deletionTimestamp"):
                     continue  # pods already stopping on their node
                 try:
-                    await self.registry.delete(resource, name, item["metadata"]["name"])
+                    # Background, as kube's namespace controller: no kind's default
+                    # (batch/v1 Jobs orphan) may leave an orphan finalizer behind
+                    await self.registry.delete(resource, name, item["metadata"]["name"],
+                                               propagation_policy="Background")
                 except errors.NotFound:
                     pass
         return left == 0

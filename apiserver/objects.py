@@ -129,7 +129,9 @@ def prepare_for_update(resource: Resource, new: dict[str, Any], old: dict[str, A
             out["status"] = old["status"]
         else:
             out.pop("status", None)
-    if "generation" in old_meta and new.get("spec") != old.get("spec"):
+    if "generation" in old_meta and (new.get("spec") != old.get("spec") or (
+            resource.generation_includes_annotations
+            and meta.get("annotations") != old_meta.get("annotations"))):
         meta["generation"] = int(old_meta["generation"]) + 1
     out["metadata"] = meta
     return out

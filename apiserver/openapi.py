@@ -219,7 +219,9 @@ def resource_paths(gv: GroupVersion, info: ResourceInfo) -> dict[str, Any]:
                                             f"{info.kind}")
         paths[collection]["delete"] = delete_collection
     for sub in info.subresources:
-        if sub.verbs == STATUS_VERBS:  # status, ephemeralcontainers: get, replace, patch
+        # status, ephemeralcontainers: get, replace, patch (scale, an autoscaling/v1 Scale
+        # of another group's schema, is left out)
+        if sub.verbs == STATUS_VERBS and sub.group_version is None:
             paths[f"{item}/{sub.name}"] = {
                 "get": _operation(gv, "read", info, sub.kind, "get", [], sub.name),
                 "put": {**_operation(gv, "replace", info, sub.kind, "put", write_params,

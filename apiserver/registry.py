@@ -25,6 +25,7 @@ from apiserver.resources import (
     RESOURCES,
     Resource,
     collection_prefix,
+    deletion,
     namespace_key,
     object_key,
 )
@@ -38,6 +39,7 @@ from apiserver.storage import (
     RevisionMismatch,
     Storage,
 )
+from apiserver.warning import add_warning
 from common import errors
 
 log = logging.getLogger("apiserver")
@@ -340,6 +342,12 @@ class Registry:
                 return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.expires else 0
             try:
+                if deletion.should_delete_during_update(new, kv.value):
+                    _, revision = await self.storage.delete(key,
+                                                            expected_revision=kv.mod_revision)
+                    log.info("deleted %s %s/%s: its last finalizer was removed",
+                             resource.plural, namespace or "", name)
+                    return objects.with_resource_version(new, revision)
                 revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,
                                                      lease=lease)
                 return objects.with_resource_version(new, revision)
@@ -355,17 +363,28 @@ class Registry:
                      grace_period: int | None = None,
                      preconditions: Mapping[str, Any] | None = None,
                      dry_run: bool = False, user: UserInfo | None = None,
-                     subresource: str | None = None) -> tuple[dict[str, Any], bool]:
+                     subresource: str | None = None, propagation_policy: str | None = None,
+                     orphan_dependents: bool | None = None) -> tuple[dict[str, Any], bool]:
         """Delete now, or mark for deletion as the resource's strategy says (graceful
-        deletion, finalizers, a Terminating namespace); returns (object, deleted_now)."""
+        deletion, finalizers, a Terminating namespace); returns (object, deleted_now).
+        `propagation_policy`/`orphan_dependents` (DeleteOptions) set the garbage
+        collector's finalizers first (apiserver/resources/deletion.py)."""
         key = self.key(resource, namespace, name)
+        if resource.gc_default_warning and deletion.uses_default_policy(propagation_policy,
+                                                                       orphan_dependents):
+            add_warning(resource.gc_default_warning)
         for _ in range(MAX_UPDATE_ATTEMPTS):
             kv = await self._get_kv(resource, namespace, name)
             check_preconditions(resource, name, kv, preconditions or {})
             current = kv.value
             await self.admit_write(user, "CREATE" if subresource else "DELETE", resource,
                                    namespace, name, None, current, subresource)
-            marked = resource.prepare_for_delete(current, grace_period)
+            staged = current
+            if not resource.terminates_namespace:  # the namespace controller empties those
+                staged = deletion.with_deletion_finalizers(
+                    current, policy=propagation_policy, orphan_dependents=orphan_dependents,
+                    default_policy=resource.gc_policy)
+            marked = resource.prepare_for_delete(staged, grace_period)
             if dry_run:
                 return objects.with_resource_version(marked or current, kv.mod_revision), \
                     marked is None
@@ -391,8 +410,10 @@ class Registry:
                                 fields: FieldSelector | None = None,
                                 grace_period: int | None = None,
                                 preconditions: Mapping[str, Any] | None = None,
-                                dry_run: bool = False,
-                                user: UserInfo | None = None) -> list[dict[str, Any]]:
+                                dry_run: bool = False, user: UserInfo | None = None,
+                                propagation_policy: str | None = None,
+                                orphan_dependents: bool | None = None,
+                                ) -> list[dict[str, Any]]:
         """deletecollection: delete every object the LIST with `options` returns (one page
         when it has a limit, as kube does); returns what each delete returned. Objects gone
         in the meantime are skipped."""
@@ -404,7 +425,8 @@ class Registry:
                 obj, _ = await self.delete(resource, meta.get("namespace"), meta.get("name", ""),
                                            grace_period=grace_period,
                                            preconditions=preconditions, dry_run=dry_run,
-                                           user=user)
+                                           user=user, propagation_policy=propagation_policy,
+                                           orphan_dependents=orphan_dependents)
             except errors.NotFound:
                 continue
             done.append(obj)

@@ -743,3 +743,152 @@ class TokenReview(KubeModel):
     metadata: ObjectMeta | None = None
     spec: TokenReviewSpec | None = None
     status: Opaque | None = None
+
+
+# --- apps/v1, batch/v1, autoscaling/v1 (workloads) ---------------------------------------------
+
+# intstr.IntOrString: a JSON number or string (maxSurge: 1 or "25%").
+IntOrString = Int32 | str
+
+
+class PodTemplateSpec(KubeModel):
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+
+
+class RollingUpdateDeployment(KubeModel):
+    max_unavailable: IntOrString | None = None
+    max_surge: IntOrString | None = None
+
+
+class DeploymentStrategy(KubeModel):
+    type: str | None = None
+    rolling_update: RollingUpdateDeployment | None = None
+
+
+class DeploymentSpec(KubeModel):
+    replicas: Int32 | None = None
+    selector: LabelSelector | None = None
+    template: PodTemplateSpec | None = None
+    strategy: DeploymentStrategy | None = None
+    min_ready_seconds: Int32 | None = None
+    revision_history_limit: Int32 | None = None
+    paused: bool | None = None
+    progress_deadline_seconds: Int32 | None = None
+
+
+class WorkloadCondition(KubeModel):
+    """DeploymentCondition, ReplicaSetCondition and JobCondition share these fields."""
+
+    type: str | None = None
+    status: str | None = None
+    last_update_time: str | None = None
+    last_probe_time: str | None = None
+    last_transition_time: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class DeploymentStatus(KubeModel):
+    observed_generation: Int64 | None = None
+    replicas: Int32 | None = None
+    updated_replicas: Int32 | None = None
+    ready_replicas: Int32 | None = None
+    available_replicas: Int32 | None = None
+    unavailable_replicas: Int32 | None = None
+    terminating_replicas: Int32 | None = None
+    conditions: list[WorkloadCondition] | None = None
+    collision_count: Int32 | None = None
+
+
+class Deployment(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: DeploymentSpec | None = None
+    status: DeploymentStatus | None = None
+
+
+class ReplicaSetSpec(KubeModel):
+    replicas: Int32 | None = None
+    min_ready_seconds: Int32 | None = None
+    selector: LabelSelector | None = None
+    template: PodTemplateSpec | None = None
+
+
+class ReplicaSetStatus(KubeModel):
+    replicas: Int32 | None = None
+    fully_labeled_replicas: Int32 | None = None
+    ready_replicas: Int32 | None = None
+    available_replicas: Int32 | None = None
+    terminating_replicas: Int32 | None = None
+    observed_generation: Int64 | None = None
+    conditions: list[WorkloadCondition] | None = None
+
+
+class ReplicaSet(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: ReplicaSetSpec | None = None
+    status: ReplicaSetStatus | None = None
+
+
+class JobSpec(KubeModel):
+    parallelism: Int32 | None = None
+    completions: Int32 | None = None
+    active_deadline_seconds: Int64 | None = None
+    pod_failure_policy: Opaque | None = None
+    success_policy: Opaque | None = None
+    backoff_limit: Int32 | None = None
+    backoff_limit_per_index: Int32 | None = None
+    max_failed_indexes: Int32 | None = None
+    selector: LabelSelector | None = None
+    manual_selector: bool | None = None
+    template: PodTemplateSpec | None = None
+    ttl_seconds_after_finished: Int32 | None = None
+    completion_mode: str | None = None
+    suspend: bool | None = None
+    pod_replacement_policy: str | None = None
+    managed_by: str | None = None
+
+
+class JobStatus(KubeModel):
+    conditions: list[WorkloadCondition] | None = None
+    start_time: str | None = None
+    completion_time: str | None = None
+    active: Int32 | None = None
+    succeeded: Int32 | None = None
+    failed: Int32 | None = None
+    terminating: Int32 | None = None
+    completed_indexes: str | None = None
+    failed_indexes: str | None = None
+    uncounted_terminated_pods: Opaque | None = None
+    ready: Int32 | None = None
+
+
+class Job(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: JobSpec | None = None
+    status: JobStatus | None = None
+
+
+class ScaleSpec(KubeModel):
+    replicas: Int32 | None = None
+
+
+class ScaleStatus(KubeModel):
+    replicas: Int32 | None = None
+    selector: str | None = None
+
+
+class Scale(KubeModel):
+    """autoscaling/v1 Scale: what the scale subresource of a workload reads and writes."""
+
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: ScaleSpec | None = None
+    status: ScaleStatus | None = None

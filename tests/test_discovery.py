@@ -47,8 +47,9 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
 
     # kube's order: by group priority (events.k8s.io's is highest), not by name
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-        v1("events.k8s.io"), v1("authentication.k8s.io"), v1("authorization.k8s.io"),
-        v1("rbac.authorization.k8s.io"), v1("coordination.k8s.io")]}
+        v1("apps"), v1("events.k8s.io"), v1("authentication.k8s.io"),
+        v1("authorization.k8s.io"), v1("batch"), v1("rbac.authorization.k8s.io"),
+        v1("coordination.k8s.io")]}
 
 
 async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> None:
@@ -63,7 +64,8 @@ async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> Non
                        "kind": "Lease",
                        "verbs": ["create", "delete", "deletecollection", "get", "list",
                                  "patch", "update", "watch"]}]}
-    for path in ("/apis/apps", "/apis/coordination.k8s.io/v2", "/apis/apps/v1"):
+    for path in ("/apis/storage.k8s.io", "/apis/coordination.k8s.io/v2",
+                 "/apis/storage.k8s.io/v1"):
         missing = await client.get(path)
         assert missing.status_code == 404, path
         assert missing.json()["message"] == "the server could not find the requested resource"
@@ -134,9 +136,9 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     groups = await client.get("/apis", headers={"Accept": AGGREGATED_ACCEPT})
     items = groups.json()["items"]
     assert [item["metadata"]["name"] for item in items] == [
-        "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io",
+        "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "batch",
         "rbac.authorization.k8s.io", "coordination.k8s.io"]
-    assert items[1]["versions"][0]["resources"] == [{
+    assert items[2]["versions"][0]["resources"] == [{
         "resource": "selfsubjectreviews",
         "responseKind": {"group": "authentication.k8s.io", "version": "v1",
                          "kind": "SelfSubjectReview"},
@@ -237,7 +239,7 @@ async def test_openapi_v3_of_a_group(client: httpx.AsyncClient) -> None:
     assert set(schemas["io.k8s.api.coordination.v1.LeaseSpec"]["properties"]) == {
         "holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
         "leaseTransitions", "strategy", "preferredHolder"}
-    assert (await client.get("/openapi/v3/apis/apps/v1")).status_code == 404
+    assert (await client.get("/openapi/v3/apis/storage.k8s.io/v1")).status_code == 404
 
 
 async def test_services_are_served_empty(client: httpx.AsyncClient) -> None:
@@ -273,6 +275,8 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["pods", "po", "v1", "true", "Pod"],
                         ["serviceaccounts", "sa", "v1", "true", "ServiceAccount"],
                         ["services", "svc", "v1", "true", "Service"],
+                        ["deployments", "deploy", "apps/v1", "true", "Deployment"],
+                        ["replicasets", "rs", "apps/v1", "true", "ReplicaSet"],
                         # no short name: the column is blank
                         ["selfsubjectreviews", "authentication.k8s.io/v1", "false",
                          "SelfSubjectReview"],
@@ -285,6 +289,7 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                          "SelfSubjectRulesReview"],
                         ["subjectaccessreviews", "authorization.k8s.io/v1", "false",
                          "SubjectAccessReview"],
+                        ["jobs", "batch/v1", "true", "Job"],
                         ["leases", "coordination.k8s.io/v1", "true", "Lease"],
                         # kubectl sorts by group name, whatever the server's order
                         ["events", "ev", "events.k8s.io/v1", "true", "Event"],
@@ -362,11 +367,12 @@ ODD_REQUESTS = [
     ("PATCH", "/api/v1/namespaces/default/pods/web/resize", 404),
     ("GET", "/api/v1/nodes/node1/binding", 404), ("GET", "/api/v1/namespaces/default", 200),
     ("POST", "/apis/coordination.k8s.io/v1/leases", 405),
-    ("GET", "/apis/apps", 404), ("GET", "/apis/apps/v1", 404), ("GET", "/apis/apps/v1/", 404),
-    ("GET", "/apis/apps/v1/deployments", 404), ("GET", "/apis/events.k8s.io/v2/events", 404),
+    ("GET", "/apis/storage.k8s.io", 404), ("GET", "/apis/storage.k8s.io/v1", 404),
+    ("GET", "/apis/storage.k8s.io/v1/", 404),
+    ("GET", "/apis/storage.k8s.io/v1/storageclasses", 404), ("GET", "/apis/events.k8s.io/v2/events", 404),
     ("OPTIONS", "/api/v1/namespaces/default/pods", 405), ("PUT", "/api/v1/pods", 405),
     ("DELETE", "/version", 405), ("POST", "/api", 405), ("GET", "/nothing/here", 404),
-    ("GET", "/healthz/", 404), ("GET", "/openapi/v3/apis/apps/v1", 404),
+    ("GET", "/healthz/", 404), ("GET", "/openapi/v3/apis/storage.k8s.io/v1", 404),
     ("GET", "/openapi/v2/", 404), ("PATCH", "/openapi/v2", 405),
 ]
 
@@ -401,8 +407,8 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
         assert "pods" in [r.name for r in core.resources]
         assert client.CoreApi(api_client).get_api_versions().versions == ["v1"]
         groups = client.ApisApi(api_client).get_api_versions().groups
-        assert [g.name for g in groups] == ["events.k8s.io", "authentication.k8s.io",
-                                            "authorization.k8s.io",
+        assert [g.name for g in groups] == ["apps", "events.k8s.io", "authentication.k8s.io",
+                                            "authorization.k8s.io", "batch",
                                             "rbac.authorization.k8s.io", "coordination.k8s.io"]
         assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"
         events = client.EventsV1Api(api_client).get_api_resources()

@@ -229,7 +229,8 @@ async def test_lease_errors_name_the_group(http: httpx.AsyncClient) -> None:
     f"{GROUP_PATH}/namespaces/default/pods",  # and pods are not in coordination
     f"{GROUP_PATH}/namespaces",
     "/apis/coordination.k8s.io/v2/namespaces/default/leases",
-    "/apis/apps/v1/namespaces/default/deployments",
+    "/apis/storage.k8s.io/v1/storageclasses",
+    "/apis/apps/v1/namespaces/default/leases",  # leases are not in apps
 ])
 async def test_paths_outside_a_group_version_are_404(http: httpx.AsyncClient,
                                                      path: str) -> None:

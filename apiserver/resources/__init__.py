@@ -13,8 +13,10 @@ are core/v1 Events, apiserver/resources/events_v1.py).
 from __future__ import annotations
 
 from apiserver.resources.base import Resource, group_version
+from apiserver.resources.deployments import DEPLOYMENTS
 from apiserver.resources.events import EVENTS
 from apiserver.resources.events_v1 import EVENTS_V1
+from apiserver.resources.jobs import JOBS
 from apiserver.resources.leases import LEASES
 from apiserver.resources.namespaces import NAMESPACES
 from apiserver.resources.nodes import NODES
@@ -25,6 +27,7 @@ from apiserver.resources.rbac import (
     ROLE_BINDINGS,
     ROLES,
 )
+from apiserver.resources.replicasets import REPLICA_SETS
 from apiserver.resources.reviews import REVIEWS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TOKEN_REVIEWS
@@ -43,6 +46,9 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     CLUSTER_ROLES,
     ROLE_BINDINGS,
     CLUSTER_ROLE_BINDINGS,
+    DEPLOYMENTS,
+    REPLICA_SETS,
+    JOBS,
 )}
 
 # Every group/version/resource served: the stored ones, their other versions, and the
@@ -62,7 +68,7 @@ def lookup(api_version: str, plural: str) -> Resource | None:
 
 # kube-apiserver lists groups by priority (kube-aggregator's apiVersionPriorities), highest
 # first, then by name; `kubectl api-resources` prints them in that order.
-GROUP_PRIORITY = {"events.k8s.io": 17750, "authentication.k8s.io": 17700,
+GROUP_PRIORITY = {"apps": 17800, "batch": 17400, "events.k8s.io": 17750, "authentication.k8s.io": 17700,
                   "authorization.k8s.io": 17600, "rbac.authorization.k8s.io": 17000,
                   "coordination.k8s.io": 16500}
 

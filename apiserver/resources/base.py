@@ -112,6 +112,8 @@ class Resource:
     keeps_status_on_create: bool = False
     # metadata.generation is set on create and bumped when the spec changes.
     tracks_generation: bool = True
+    # ... and when the annotations change (Deployments: they are copied to ReplicaSets).
+    generation_includes_annotations: bool = False
     # AllowCreateOnUpdate: a PUT of a missing object creates it.
     allow_create_on_update: bool = False
     # AllowUnconditionalUpdate: a PUT may leave out metadata.resourceVersion.
@@ -130,6 +132,11 @@ class Resource:
     terminates_namespace: bool = False
     # DELETE on the collection (deletecollection) is served; kube has it for most kinds.
     delete_collection: bool = True
+    # DefaultGarbageCollectionPolicy: what a DELETE naming no propagationPolicy (nor
+    # orphanDependents) does to the dependents, "Background" or "Orphan" (batch/v1 Jobs);
+    # and the warning kube sends when that default orphans them.
+    gc_policy: str = "Background"
+    gc_default_warning: str = ""
 
     # --- subresources
     # pods/binding: (name, Binding) -> the change it makes; raises when the Binding is invalid.
