@@ -20,13 +20,13 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from common.client import ApiClient
+from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.workqueue import WorkQueue
-from controller_manager import nodelifecycle, tainteviction
+from controller_manager import nodelifecycle, replicaset, tainteviction
 from scheduler.metrics import metric_family
 from scheduler.server import Endpoints, listen, serving
 
@@ -35,6 +35,9 @@ log = logging.getLogger("controller_manager")
 DEFAULT_PORT = 10257  # kube-controller-manager's (HTTPS there; plain HTTP here)
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 LEASE_NAME = "kube-controller-manager"
+# The API groups the controllers use beyond the client's defaults.
+CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
+                             "deployments": "apps/v1", "jobs": "batch/v1"}
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class ControllerSpec:
 CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(nodelifecycle.NAME, aliases=("nodelifecycle",)),
     ControllerSpec(tainteviction.NAME, aliases=("taint-eviction",)),
+    ControllerSpec(replicaset.NAME, aliases=("replicaset",)),
 )
 
 
@@ -134,6 +138,12 @@ class ControllerManager:
                     workers=self.options.concurrent_syncs)
                 self.queues.append(evictions.queue)
                 runners[name] = evictions.run
+            elif name == replicaset.NAME:
+                replicasets = replicaset.ReplicaSetController(
+                    self.factory, self.recorder(replicaset.NAME),
+                    workers=self.options.concurrent_syncs)
+                self.queues.append(replicasets.queue)
+                runners[name] = replicasets.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
@@ -198,7 +208,8 @@ async def serve(options: Options) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
-    async with ApiClient(conn, user_agent="kube-controller-manager") as client:
+    async with ApiClient(conn, user_agent="kube-controller-manager",
+                         group_versions=CONTROLLER_GROUP_VERSIONS) as client:
         manager = ControllerManager(client, options)
         elector = (LeaderElector(client, options.leader_election) if options.leader_elect
                    else None)
