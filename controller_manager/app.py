@@ -26,7 +26,7 @@ from common.informer import SharedInformerFactory
 from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.workqueue import WorkQueue
-from controller_manager import nodelifecycle, replicaset, tainteviction
+from controller_manager import deployment, nodelifecycle, replicaset, tainteviction
 from scheduler.metrics import metric_family
 from scheduler.server import Endpoints, listen, serving
 
@@ -68,6 +68,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(nodelifecycle.NAME, aliases=("nodelifecycle",)),
     ControllerSpec(tainteviction.NAME, aliases=("taint-eviction",)),
     ControllerSpec(replicaset.NAME, aliases=("replicaset",)),
+    ControllerSpec(deployment.NAME, aliases=("deployment",)),
 )
 
 
@@ -144,6 +145,12 @@ class ControllerManager:
                     workers=self.options.concurrent_syncs)
                 self.queues.append(replicasets.queue)
                 runners[name] = replicasets.run
+            elif name == deployment.NAME:
+                deployments = deployment.DeploymentController(
+                    self.factory, self.recorder(deployment.NAME),
+                    workers=self.options.concurrent_syncs)
+                self.queues.append(deployments.queue)
+                runners[name] = deployments.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
