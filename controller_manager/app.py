@@ -26,7 +26,13 @@ from common.informer import SharedInformerFactory
 from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.workqueue import WorkQueue
-from controller_manager import deployment, nodelifecycle, replicaset, tainteviction
+from controller_manager import (
+    deployment,
+    garbagecollector,
+    nodelifecycle,
+    replicaset,
+    tainteviction,
+)
 from scheduler.metrics import metric_family
 from scheduler.server import Endpoints, listen, serving
 
@@ -69,6 +75,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(tainteviction.NAME, aliases=("taint-eviction",)),
     ControllerSpec(replicaset.NAME, aliases=("replicaset",)),
     ControllerSpec(deployment.NAME, aliases=("deployment",)),
+    ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
 )
 
 
@@ -151,6 +158,11 @@ class ControllerManager:
                     workers=self.options.concurrent_syncs)
                 self.queues.append(deployments.queue)
                 runners[name] = deployments.run
+            elif name == garbagecollector.NAME:
+                collector = garbagecollector.GarbageCollector(
+                    self.factory, workers=self.options.concurrent_syncs)
+                self.queues.append(collector.queue)
+                runners[name] = collector.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
