@@ -1,6 +1,7 @@
 """The controller-manager over TLS with its own certificate (CN system:kube-controller-
 manager) against `--authorization-mode=Node,RBAC`: kube's bootstrap roles are enough for
-leader election, the node lifecycle and the taint eviction."""
+leader election, node lifecycle, taint eviction, Deployments, ReplicaSets and the
+garbage collector."""
 
 from __future__ import annotations
 
@@ -67,6 +68,28 @@ async def test_it_runs_on_its_own_certificate_and_kubes_roles(
             lease = (await api.get("/apis/coordination.k8s.io/v1/namespaces/kube-system/"
                                    "leases/kube-controller-manager")).json()
             assert lease["spec"]["holderIdentity"] == cm.identity()
+            deployment = {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "tls-web"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "tls-web"}},
+                         "template": {"metadata": {"labels": {"app": "tls-web"}}, "spec": {
+                             "containers": [{"name": "c", "image": "kubelite/busybox:1.35"}]}}}}
+            created = await api.post("/apis/apps/v1/namespaces/default/deployments",
+                                     json=deployment)
+            assert created.status_code == 201, created.text
+
+            async def one_pod() -> bool:
+                pods = (await api.get("/api/v1/namespaces/default/pods",
+                                      params={"labelSelector": "app=tls-web"})).json()
+                return len(pods["items"]) == 1
+            await eventually(one_pod, timeout=40, what="the deployment's pod")
+            deleted = await api.delete("/apis/apps/v1/namespaces/default/deployments/tls-web")
+            assert deleted.status_code == 200, deleted.text
+
+            async def collected() -> bool:
+                pods = (await api.get("/api/v1/namespaces/default/pods",
+                                      params={"labelSelector": "app=tls-web"})).json()
+                return not pods["items"]
+            await eventually(collected, timeout=40, what="the cascade")
             assert "Forbidden" not in cm.log() and "403" not in cm.log(), cm.log()[-3000:]
         finally:
             cm.stop()

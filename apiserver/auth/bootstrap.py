@@ -164,6 +164,10 @@ def controller_roles() -> list[Object]:
             rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
             EVENTS_RULE,
         ],
+        "generic-garbage-collector": [
+            rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
+            EVENTS_RULE,
+        ],
         "deployment-controller": [
             rule(["get", "list", "watch", "update"], apps, ["deployments"]),
             rule(["update"], apps, ["deployments/status"]),
