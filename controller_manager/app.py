@@ -29,6 +29,7 @@ from common.workqueue import WorkQueue
 from controller_manager import (
     deployment,
     garbagecollector,
+    job,
     nodelifecycle,
     replicaset,
     tainteviction,
@@ -76,6 +77,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(replicaset.NAME, aliases=("replicaset",)),
     ControllerSpec(deployment.NAME, aliases=("deployment",)),
     ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
+    ControllerSpec(job.NAME, aliases=("job",)),
 )
 
 
@@ -163,6 +165,11 @@ class ControllerManager:
                     self.factory, workers=self.options.concurrent_syncs)
                 self.queues.append(collector.queue)
                 runners[name] = collector.run
+            elif name == job.NAME:
+                jobs = job.JobController(self.factory, self.recorder(job.NAME),
+                                         workers=self.options.concurrent_syncs)
+                self.queues.append(jobs.queue)
+                runners[name] = jobs.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:

@@ -97,3 +97,18 @@ async def test_create_rollout_scale_set_image_undo_delete(cluster: Cluster) -> N
         return await running_pods(cluster, name) == [] and kubectl(
             "get", "rs", "-l", f"app={name}", "-o", "name").strip() == ""
     await eventually(no_pods, timeout=120, what="the cascade to remove rs and pods")
+
+
+async def test_kubectl_create_job_and_wait_for_complete(cluster: Cluster) -> None:
+    kubectl = cluster.kubectl
+    name = unique("hello")
+    kubectl("create", "job", name, "--image=kubelite/busybox:1.35", "--", "echo", "hello")
+    kubectl("wait", "--for=condition=complete", f"job/{name}", "--timeout=120s")
+    status = kubectl("get", "job", name, "-o", "jsonpath={.status.succeeded} "
+                     "{.status.active} {.status.conditions[*].type}")
+    assert status.split() == ["1", "0", "SuccessCriteriaMet", "Complete"], status
+    assert "hello" in kubectl("logs", f"job/{name}")
+    events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
+    assert "SuccessfulCreate" in events and "Completed" in events
+    table = kubectl("get", "job", name).split("\n")[1].split()
+    assert table[:3] == [name, "Complete", "1/1"], table

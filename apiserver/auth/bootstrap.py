@@ -164,6 +164,13 @@ def controller_roles() -> list[Object]:
             rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
             EVENTS_RULE,
         ],
+        "job-controller": [
+            rule(["get", "list", "watch", "update", "patch"], ["batch"], ["jobs"]),
+            rule(["update"], ["batch"], ["jobs/status"]),
+            rule(["update"], ["batch"], ["jobs/finalizers"]),
+            rule(["list", "watch", "create", "delete", "patch"], [""], ["pods"]),
+            EVENTS_RULE,
+        ],
         "generic-garbage-collector": [
             rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
             EVENTS_RULE,
