@@ -1,4 +1,5 @@
-# kubelite's components in one image: `python -m apiserver | scheduler | kubelet`.
+# kubelite's components in one image: `python -m apiserver | scheduler | controller_manager
+# | kubelet`.
 #
 # BASE_IMAGE is any image with Python >= 3.11 and its venv module: a slim Python image by
 # default; on a machine without a registry, `make images` makes kubelite/python-base from
@@ -20,7 +21,7 @@ RUN python3 -m venv /opt/kubelite \
     else \
         pip install --no-cache-dir .; \
     fi \
- && python -c "import apiserver, scheduler, kubelet, common"
+ && python -c "import apiserver, scheduler, kubelet, common, controller_manager"
 
 # The compose file picks the component; the kubelet runs under
 # hack/kubelet_entrypoint.py, which removes its pods' containers when it is stopped.

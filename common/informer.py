@@ -4,11 +4,14 @@
 to a local store keyed "namespace/name" (or "name" for cluster-scoped objects),
 calling `on_add(obj)`, `on_update(old, new)` and `on_delete(obj)` after the store has
 changed. When a stream drops or ends it watches again from the last resourceVersion
-seen (BOOKMARKs included), with a capped exponential back-off; on 410 Gone it lists
+seen (BOOKMARKs included), with a capped exponential back-off (common.backoff); on 410 Gone it lists
 again and delivers the difference between the store and the new list.
 
 Handlers may be plain functions or coroutine functions. They run inline, one event
-at a time, so they should be quick (enqueue work, don't do it). They must not mutate
+at a time, so they should be quick (enqueue work, don't do it). `SharedInformer` (and
+`SharedInformerFactory`, one per resource and selectors) is client-go's
+SharedIndexInformer on top: indexes over the store, and any number of handlers, each
+with its own buffer and task (processorListener), so a slow one delays only itself. They must not mutate
 the objects they receive: those are the store's own objects. A handler that raises
 is logged and the informer carries on.
 """
@@ -23,11 +26,12 @@ import random
 import time
 from collections.abc import Callable, Iterable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import httpx
 
+from common.backoff import Backoff
 from common.client import ApiClient
 from common.errors import ApiError, Gone
 
@@ -115,26 +119,6 @@ def watch_was_healthy(*, events: int, seconds: float) -> bool:
     return events > 0 or seconds >= HEALTHY_WATCH_SECONDS
 
 
-@dataclass
-class Backoff:
-    """Capped exponential back-off: initial, doubling, up to cap; reset on success."""
-
-    initial: float = INITIAL_BACKOFF_SECONDS
-    cap: float = MAX_BACKOFF_SECONDS
-    _current: float = field(default=0.0, init=False)
-
-    def __post_init__(self) -> None:
-        self._current = self.initial
-
-    def next(self) -> float:
-        delay = self._current
-        self._current = min(self._current * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._current = self.initial
-
-
 class Informer:
     """A local, event-driven copy of one resource collection."""
 
@@ -143,6 +127,7 @@ class Informer:
                  on_add: Callable[[dict], Any] | None = None,
                  on_update: Callable[[dict, dict], Any] | None = None,
                  on_delete: Callable[[dict], Any] | None = None,
+                 on_synced: Callable[[], Any] | None = None,
                  name: str = "") -> None:
         self._client = client
         self.resource = resource
@@ -152,6 +137,7 @@ class Informer:
         self._on_add = on_add
         self._on_update = on_update
         self._on_delete = on_delete
+        self._on_synced = on_synced
         self.name = name or _describe(resource, namespace=namespace,
                                       label_selector=label_selector,
                                       field_selector=field_selector)
@@ -180,7 +166,7 @@ class Informer:
 
     async def run(self) -> None:
         """List, then watch; rewatch or relist forever, until cancelled."""
-        backoff = Backoff()
+        backoff = Backoff(initial=INITIAL_BACKOFF_SECONDS, cap=MAX_BACKOFF_SECONDS)
         must_list = True
         while True:
             if must_list:
@@ -234,6 +220,8 @@ class Informer:
                  len(items), self._resource_version, len(changes))
         for change in changes:
             await self._apply(change)
+        if not self._synced.is_set() and self._on_synced is not None:
+            self._on_synced()
         self._synced.set()
 
     async def _watch(self) -> None:
@@ -278,6 +266,242 @@ class Informer:
         except Exception:
             log.exception("%s: on_%s handler failed for %s", self.name, change.action,
                           change.key)
+
+
+# -- the shared informer (client-go shared_informer.go) ---------------------------------
+
+IndexFunc = Callable[[dict], Iterable[str]]
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """One consumer's callbacks; each may be a plain or a coroutine function."""
+
+    on_add: Callable[[dict], Any] | None = None
+    on_update: Callable[[dict, dict], Any] | None = None
+    on_delete: Callable[[dict], Any] | None = None
+
+
+_SYNCED = Change("add", "")  # the marker after a listener's initial adds
+
+
+class Listener:
+    """client-go's processorListener: one handler's own buffer and task, so that a slow
+    handler delays only itself. The buffer is unbounded, as client-go's ring buffer."""
+
+    def __init__(self, informer_name: str, handlers: Handlers, name: str) -> None:
+        self.name = name or f"{informer_name} handler"
+        self.handlers = handlers
+        self._buffer: asyncio.Queue[Change] = asyncio.Queue()
+        self._synced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def has_synced(self) -> bool:
+        """Whether every object of the informer's first list has reached the handler."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    @property
+    def pending(self) -> int:
+        return self._buffer.qsize()
+
+    def enqueue(self, change: Change) -> None:
+        self._buffer.put_nowait(change)
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name=self.name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            change = await self._buffer.get()
+            if change is _SYNCED:
+                self._synced.set()
+                continue
+            h = self.handlers
+            if change.action == "add" and h.on_add is not None:
+                await self._call(change, h.on_add, change.new)
+            elif change.action == "update" and h.on_update is not None:
+                await self._call(change, h.on_update, change.old, change.new)
+            elif change.action == "delete" and h.on_delete is not None:
+                await self._call(change, h.on_delete, change.old)
+
+    async def _call(self, change: Change, handler: Callable[..., Any], *args: Any) -> None:
+        try:
+            result = handler(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("%s: on_%s handler failed for %s", self.name, change.action,
+                          change.key)
+
+
+class SharedInformer:
+    """One list+watch of a resource, an indexed store, and any number of handlers, each
+    fed through its own `Listener`. A handler added after the first list first gets an
+    add for every object in the store, as in client-go."""
+
+    def __init__(self, client: ApiClient, resource: str, *, namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 name: str = "") -> None:
+        self._informer = Informer(client, resource, namespace=namespace,
+                                  label_selector=label_selector,
+                                  field_selector=field_selector,
+                                  on_add=self._added, on_update=self._updated,
+                                  on_delete=self._deleted, on_synced=self._list_synced,
+                                  name=name)
+        self.name = self._informer.name
+        self.resource = resource
+        self._listeners: builtins.list[Listener] = []
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+        self._running = False
+
+    # -- the store -----------------------------------------------------------------------
+
+    @property
+    def has_synced(self) -> bool:
+        return self._informer.has_synced
+
+    async def wait_synced(self) -> None:
+        await self._informer.wait_synced()
+
+    def get(self, key: str) -> dict | None:
+        return self._informer.get(key)
+
+    def list(self) -> builtins.list[dict]:
+        return self._informer.list()
+
+    def add_indexers(self, indexers: dict[str, IndexFunc]) -> None:
+        """Name -> function of an object giving its index values (cache.Indexers)."""
+        for index_name, func in indexers.items():
+            if index_name in self._indexers:
+                raise ValueError(f"indexer conflict: {index_name}")
+            self._indexers[index_name] = func
+            index: dict[str, set[str]] = {}
+            for obj in self._informer.list():
+                for value in func(obj):
+                    index.setdefault(value, set()).add(object_key(obj))
+            self._indices[index_name] = index
+
+    def by_index(self, index_name: str, value: str) -> builtins.list[dict]:
+        keys = self._indices[index_name].get(value, set())
+        found = (self._informer.get(key) for key in sorted(keys))
+        return [obj for obj in found if obj is not None]
+
+    def _reindex(self, key: str, old: dict | None, new: dict | None) -> None:
+        for index_name, func in self._indexers.items():
+            index = self._indices[index_name]
+            for value in func(old) if old is not None else ():
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+            for value in func(new) if new is not None else ():
+                index.setdefault(value, set()).add(key)
+
+    # -- handlers ------------------------------------------------------------------------
+
+    def add_event_handler(self, *, on_add: Callable[[dict], Any] | None = None,
+                          on_update: Callable[[dict, dict], Any] | None = None,
+                          on_delete: Callable[[dict], Any] | None = None,
+                          name: str = "") -> Listener:
+        listener = Listener(self.name, Handlers(on_add, on_update, on_delete), name)
+        self._listeners.append(listener)
+        if self._informer.has_synced:
+            for obj in self._informer.list():
+                listener.enqueue(Change("add", object_key(obj), new=obj))
+            listener.enqueue(_SYNCED)
+        if self._running:
+            listener.start()
+        return listener
+
+    def _distribute(self, change: Change) -> None:
+        self._reindex(change.key, change.old, change.new)
+        for listener in self._listeners:
+            listener.enqueue(change)
+
+    def _added(self, obj: dict) -> None:
+        self._distribute(Change("add", object_key(obj), new=obj))
+
+    def _updated(self, old: dict, new: dict) -> None:
+        self._distribute(Change("update", object_key(new), new=new, old=old))
+
+    def _deleted(self, obj: dict) -> None:
+        self._distribute(Change("delete", object_key(obj), old=obj))
+
+    def _list_synced(self) -> None:
+        for listener in self._listeners:
+            listener.enqueue(_SYNCED)
+
+    async def run(self) -> None:
+        """Feed the listeners from one list+watch until cancelled."""
+        self._running = True
+        for listener in self._listeners:
+            listener.start()
+        try:
+            await self._informer.run()
+        finally:
+            self._running = False
+            for listener in self._listeners:
+                await listener.stop()
+
+
+class SharedInformerFactory:
+    """One SharedInformer per (resource, namespace, selectors), whoever asks for it
+    (client-go's SharedInformerFactory). `start()` runs those not running yet."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self._informers: dict[tuple[str, str | None, str | None, str | None],
+                              SharedInformer] = {}
+        self._tasks: dict[SharedInformer, asyncio.Task[None]] = {}
+
+    def informer(self, resource: str, *, namespace: str | None = None,
+                 label_selector: str | None = None, field_selector: str | None = None,
+                 name: str = "") -> SharedInformer:
+        """The one informer for these; `name` (for logs) counts only on the first ask."""
+        key = (resource, namespace, label_selector, field_selector)
+        found = self._informers.get(key)
+        if found is None:
+            found = SharedInformer(self.client, resource, namespace=namespace,
+                                   label_selector=label_selector,
+                                   field_selector=field_selector, name=name)
+            self._informers[key] = found
+        return found
+
+    @property
+    def informers(self) -> builtins.list[SharedInformer]:
+        return builtins.list(self._informers.values())
+
+    def start(self) -> None:
+        for informer in self._informers.values():
+            task = self._tasks.get(informer)
+            if task is None or task.done():
+                self._tasks[informer] = asyncio.create_task(informer.run(),
+                                                            name=informer.name)
+
+    async def wait_for_cache_sync(self) -> None:
+        await asyncio.gather(*(i.wait_synced() for i in self._informers.values()))
+
+    def unsynced(self) -> builtins.list[str]:
+        return [i.name for i in self._informers.values() if not i.has_synced]
+
+    async def shutdown(self) -> None:
+        tasks = builtins.list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
 
 
 def _describe(resource: str, *, namespace: str | None, label_selector: str | None,

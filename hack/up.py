@@ -4,9 +4,10 @@
     .venv/bin/python hack/up.py down [--state-dir .kubelite]
 
 `up` (the default) runs etcd (data in <state-dir>/etcd), the apiserver, the scheduler (its
-/healthz, /readyz and /metrics on --scheduler-port) and one kubelet per node as child
-processes, each in its own session so that Ctrl-C reaches this launcher only, which then
-stops them in order: kubelets, scheduler, apiserver, etcd.
+/healthz, /readyz and /metrics on --scheduler-port), the controller-manager (the same on
+--controller-manager-port) and one kubelet per node as child processes, each in its own
+session so that Ctrl-C reaches this launcher only, which then stops them in order:
+kubelets, controller-manager, scheduler, apiserver, etcd.
 Each child logs to <state-dir>/logs/<component>.log; the console shows the lines worth
 seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
 at the apiserver (context `kubernetes-admin@kubernetes`, as kubeadm names it; `kubelite`
@@ -15,8 +16,8 @@ with --no-secure).
 Secure by default, as k3s is: it first creates the cluster PKI under <state-dir>/pki
 (common.pki, kubeadm's layout; kept across runs), serves the apiserver only on HTTPS
 (--secure-port, client certificates verified against the cluster CA, --authorization-mode),
-gives the scheduler and each kubelet its own kubeconfig (system:kube-scheduler,
-system:node:NAME), and writes <state-dir>/kubeconfig with the CA and the admin certificate
+gives the scheduler, the controller-manager and each kubelet its own kubeconfig
+(system:kube-scheduler, system:kube-controller-manager, system:node:NAME), and writes <state-dir>/kubeconfig with the CA and the admin certificate
 (kubernetes-admin in system:masters), so kubectl works unchanged. etcd then serves TLS
 on 127.0.0.1 and lets in only certificates of its own CA (<state-dir>/pki/etcd/ca.crt):
 the apiserver's apiserver-etcd-client (--etcd-cafile/--etcd-certfile/--etcd-keyfile) and
@@ -74,8 +75,10 @@ DEFAULT_PAUSE_IMAGE = "kubelite/pause:3.10"
 # The flag that moves each port (hack/up.py --help).
 PORT_FLAGS = {"apiserver": "--port N", "etcd client": "--etcd-port N",
               "etcd peer": "--etcd-peer-port N", "scheduler": "--scheduler-port N",
+              "controller-manager": "--controller-manager-port N",
               "kubelet": "--kubelet-ports N1,N2"}
-STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "scheduler": 10.0, "apiserver": 10.0, "etcd": 15.0}
+STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "scheduler": 10.0, "controller-manager": 10.0,
+                        "apiserver": 10.0, "etcd": 15.0}
 
 
 class UserError(Exception):
@@ -96,6 +99,7 @@ class Options:
     etcd_port: int = 2379
     etcd_peer_port: int = 2380
     scheduler_port: int = 10259  # its health and metrics endpoint; 0: none
+    controller_manager_port: int = 10257  # the same for the controller-manager
     nodes: tuple[str, ...] = ("node1", "node2")
     kubelet_ports: tuple[int, ...] = (10250, 10251)
     pause_image: str = DEFAULT_PAUSE_IMAGE
@@ -182,6 +186,7 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
             env=etcd_environment()),
         apiserver_component(options),
         scheduler_component(options),
+        controller_manager_component(options),
     ]
     for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
         components.append(Component(f"kubelet-{node}", "kubelet", (
@@ -298,6 +303,17 @@ def scheduler_component(options: Options) -> Component:
         "--bind-address", LOCALHOST, "--port", str(port),
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=(("scheduler", port),) if port else ())
+
+
+def controller_manager_component(options: Options) -> Component:
+    """The controller-manager (node lifecycle, taint eviction, ...); ready when its
+    /readyz says so. One instance, so no leader election, as for the scheduler."""
+    port = options.controller_manager_port
+    return Component("controller-manager", "controller-manager", (
+        PYTHON, "-m", "controller_manager", *connect_args(options, "controller-manager.conf"),
+        "--leader-elect=false", "--bind-address", LOCALHOST, "--port", str(port),
+    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
+        ports=(("controller-manager", port),) if port else ())
 
 
 def kubeconfig_text(server: str) -> str:
@@ -739,6 +755,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("--scheduler-port", type=int, default=10259,
                         help="the scheduler's /healthz, /readyz and /metrics "
                              "(default: %(default)s; 0: none)")
+    parser.add_argument("--controller-manager-port", type=int, default=10257,
+                        help="the controller-manager's /healthz, /readyz and /metrics "
+                             "(default: %(default)s; 0: none)")
     parser.add_argument("--nodes", type=comma_list, default=("node1", "node2"),
                         help="node names, one kubelet each (default: node1,node2)")
     parser.add_argument("--kubelet-ports", type=port_list, default=(10250, 10251),
@@ -761,6 +780,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     return args.command, Options(
         state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
         etcd_peer_port=args.etcd_peer_port, scheduler_port=args.scheduler_port,
+        controller_manager_port=args.controller_manager_port,
         nodes=args.nodes, kubelet_ports=args.kubelet_ports,
         pause_image=args.pause_image, docker_socket=args.docker_socket,
         startup_timeout=args.startup_timeout, secure=args.secure,

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.backoff import KeyedBackoff
 from kubelet.runtime import ContainerInfo, PodObservation, SandboxInfo, container_spec_hash
 from kubelet.status import restart_policy, should_restart
 
@@ -28,52 +29,11 @@ MAX_BACKOFF_SECONDS = 300.0
 
 
 @dataclass
-class BackoffEntry:
-    delay: float
-    last_update: float
-
-
-@dataclass
-class Backoff:
-    """Times are plain floats (seconds on any clock) so tests need no sleeping."""
+class Backoff(KeyedBackoff):
+    """The kubelet's crash and pull back-off (common.backoff), 10 s doubling to 5 min."""
 
     initial: float = INITIAL_BACKOFF_SECONDS
     maximum: float = MAX_BACKOFF_SECONDS
-    entries: dict[str, BackoffEntry] = field(default_factory=dict)
-
-    def _expired(self, entry: BackoffEntry, at: float) -> bool:
-        return at - entry.last_update > 2 * self.maximum
-
-    def next(self, key: str, at: float) -> None:
-        """Record a failure at `at`: the first one (or after a long quiet) starts at `initial`."""
-        entry = self.entries.get(key)
-        if entry is None or self._expired(entry, at):
-            self.entries[key] = BackoffEntry(self.initial, at)
-        else:
-            entry.delay = min(entry.delay * 2, self.maximum)
-            entry.last_update = at
-
-    def delay(self, key: str) -> float:
-        entry = self.entries.get(key)
-        return entry.delay if entry else 0.0
-
-    def in_backoff_since(self, key: str, since: float, now: float) -> bool:
-        """Whether `now` is within the current delay counted from `since` (a crash's end)."""
-        entry = self.entries.get(key)
-        if entry is None or self._expired(entry, now):
-            return False
-        return now - since < entry.delay
-
-    def in_backoff_since_update(self, key: str, now: float) -> bool:
-        """Whether `now` is within the current delay counted from the last failure."""
-        entry = self.entries.get(key)
-        if entry is None or self._expired(entry, now):
-            return False
-        return now - entry.last_update < entry.delay
-
-    def forget_prefix(self, prefix: str) -> None:
-        for key in [k for k in self.entries if k.startswith(prefix)]:
-            del self.entries[key]
 
 
 @dataclass(frozen=True)

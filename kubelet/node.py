@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from common.backoff import Backoff
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
 from common.models import format_micro_time
 from common.timestamps import rfc3339
@@ -216,17 +217,17 @@ class NodeAgent:
     async def register(self) -> dict[str, Any]:
         """Register until it works, as the kubelet does: an apiserver that is restarting
         (a dropped connection, a 5xx) is waited for with back-off, 100 ms doubling to 7 s."""
-        delay = REGISTER_BACKOFF_START
+        backoff = Backoff(initial=REGISTER_BACKOFF_START, cap=REGISTER_BACKOFF_MAX)
         while True:
             try:
                 return await self._register_once()
             except (httpx.TransportError, ApiError) as e:
                 if isinstance(e, ApiError) and e.code < 500:
                     raise
+                delay = backoff.next()
                 log.warning("node %s: unable to register with the apiserver (%s: %s); retrying "
                             "in %.1fs", self.config.node_name, type(e).__name__, e, delay)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, REGISTER_BACKOFF_MAX)
 
     async def _register_once(self) -> dict[str, Any]:
         """Create the Node, or adopt the existing one (keeping labels others added)."""

@@ -33,7 +33,7 @@ import httpx
 from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
-from common.informer import Informer
+from common.informer import SharedInformerFactory
 from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timestamps import rfc3339
@@ -107,17 +107,25 @@ class Scheduler:
         self.slots = asyncio.Semaphore(options.parallelism)
         self.background: set[asyncio.Task[None]] = set()
         self.attempts: Counter[str] = Counter()  # result -> scheduling attempts (/metrics)
-        self.nodes = Informer(client, "nodes", on_add=self._on_node_added,
-                              on_update=self._on_node_updated, on_delete=self.cache.remove_node,
-                              name="nodes")
-        self.assigned = Informer(client, "pods", field_selector=ASSIGNED_PODS_SELECTOR,
-                                 on_add=self.cache.set_pod,
-                                 on_update=lambda _old, new: self.cache.set_pod(new),
-                                 on_delete=self.cache.remove_pod, name="assigned pods")
-        self.unbound = Informer(client, "pods",
-                                field_selector=unbound_pods_selector(options.scheduler_name),
-                                on_add=self._on_pod_added, on_update=self._on_pod_updated,
-                                on_delete=self.queue.delete, name="unbound pods")
+        # One shared informer per watch (common.informer), each feeding its handler.
+        self.informers = SharedInformerFactory(client)
+        self.nodes = self.informers.informer("nodes", name="nodes")
+        self.assigned = self.informers.informer("pods", field_selector=ASSIGNED_PODS_SELECTOR,
+                                                name="assigned pods")
+        self.unbound = self.informers.informer(
+            "pods", field_selector=unbound_pods_selector(options.scheduler_name),
+            name="unbound pods")
+        self.handlers = [
+            self.nodes.add_event_handler(on_add=self._on_node_added,
+                                         on_update=self._on_node_updated,
+                                         on_delete=self.cache.remove_node, name="nodes"),
+            self.assigned.add_event_handler(on_add=self.cache.set_pod,
+                                            on_update=lambda _old, new: self.cache.set_pod(new),
+                                            on_delete=self.cache.remove_pod,
+                                            name="assigned pods"),
+            self.unbound.add_event_handler(on_add=self._on_pod_added,
+                                           on_update=self._on_pod_updated,
+                                           on_delete=self.queue.delete, name="unbound pods")]
 
     # -- informer handlers (quick: they only update the cache and the queue) ------------
 
@@ -167,19 +175,17 @@ class Scheduler:
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         """Start the informers, wait for nodes and placed pods (and for `leading`, when
         elections are on), then schedule forever."""
-        informers = [self.nodes, self.assigned, self.unbound]
-        tasks = [asyncio.create_task(i.run(), name=i.name) for i in informers]
+        self.informers.start()
         try:
-            await asyncio.gather(self.nodes.wait_synced(), self.assigned.wait_synced())
+            # The handlers' copies, not only the stores: the cache must hold them all.
+            await asyncio.gather(self.handlers[0].wait_synced(), self.handlers[1].wait_synced())
             log.info("caches synced: %d node(s); scheduling pods with schedulerName=%s",
                      len(self.cache.node_infos()), self.options.scheduler_name)
             if leading is not None:
                 await leading.wait()
             await self.run_loop()
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.informers.shutdown()
 
     async def run_loop(self) -> None:
         while True:

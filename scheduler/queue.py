@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.backoff import exponential
 from scheduler.framework import node_condition
 from scheduler.pods import pod_key
 
@@ -33,9 +34,7 @@ MAX_BACKOFF_SECONDS = 60.0
 def backoff_seconds(attempts: int, *, initial: float = INITIAL_BACKOFF_SECONDS,
                     maximum: float = MAX_BACKOFF_SECONDS) -> float:
     """Back-off after `attempts` failed attempts: initial, doubled each time, capped."""
-    if attempts <= 0:
-        return 0.0
-    return min(initial * 2 ** min(attempts - 1, 32), maximum)
+    return exponential(attempts, initial=initial, cap=maximum)
 
 
 def spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

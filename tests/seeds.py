@@ -231,6 +231,7 @@ class Launcher:
         scheduler_port = free_port()
         ports = ["--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
                  "--scheduler-port", str(scheduler_port),
+                 "--controller-manager-port", str(free_port()),
                  "--kubelet-ports", f"{free_port()},{free_port()}"]
         return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(),
                    scheduler_port=scheduler_port, ports=ports,

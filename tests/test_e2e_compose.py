@@ -86,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster
     project = f"kubelite-e2e-{uuid.uuid4().hex[:6]}"
     env = {**OFFLINE_IMAGES, "APISERVER_PORT": str(free_port()),
            "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
-           "SCHEDULER_PORT": str(free_port()),
+           "SCHEDULER_PORT": str(free_port()), "CONTROLLER_MANAGER_PORT": str(free_port()),
            "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
            "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port())}
     state = Path(tmp_path_factory.mktemp("compose")) / "state"

@@ -106,11 +106,12 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
     options = up.Options(state_dir=Path("/tmp/state"), nodes=("a", "b"),
                          kubelet_ports=(1, 2))
     components = up.plan(options)
-    assert [c.name for c in components] == ["etcd", "apiserver", "scheduler", "kubelet-a",
-                                            "kubelet-b"]
+    assert [c.name for c in components] == ["etcd", "apiserver", "scheduler",
+                                            "controller-manager", "kubelet-a", "kubelet-b"]
     children = [up.Child(c, process=None, log_path=Path("/dev/null")) for c in components]
     assert [[c.name for c in group] for group in up.stop_groups(children)] == [
-        ["kubelet-a", "kubelet-b"], ["scheduler"], ["apiserver"], ["etcd"]]
+        ["kubelet-a", "kubelet-b"], ["controller-manager"], ["scheduler"], ["apiserver"],
+        ["etcd"]]
     assert "--data-dir" in components[0].args
     assert components[0].args[components[0].args.index("--data-dir") + 1] == "/tmp/state/etcd"
     scheduler = components[2]
@@ -124,7 +125,7 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
     _, options = up.parse_args(["--secure-port", "16443", "--state-dir",
                                 str(tmp_path), "--nodes", "a", "--kubelet-ports", "1",
                                 "--authorization-mode", "AlwaysAllow"])
-    etcd, apiserver, scheduler, kubelet = up.plan(options)
+    etcd, apiserver, scheduler, controller_manager, kubelet = up.plan(options)
     args = apiserver.args
     assert args[args.index("--port") + 1] == "0"  # no plain-HTTP port
     assert args[args.index("--secure-port") + 1] == "16443"
@@ -146,7 +147,9 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
         tmp_path / "pki" / "scheduler.conf")
     assert kubelet.args[kubelet.args.index("--kubeconfig") + 1] == str(
         tmp_path / "pki" / "kubelet-a.conf")
-    assert "--apiserver" not in scheduler.args + kubelet.args
+    assert controller_manager.args[controller_manager.args.index("--kubeconfig") + 1] == str(
+        tmp_path / "pki" / "controller-manager.conf")
+    assert "--apiserver" not in scheduler.args + kubelet.args + controller_manager.args
     up.write_secure_files(options)
     config = (tmp_path / "kubeconfig").read_text()
     assert "https://127.0.0.1:16443" in config and "client-certificate-data" in config

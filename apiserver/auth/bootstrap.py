@@ -127,6 +127,79 @@ def cluster_role_binding(name: str, role: str, subjects: list[tuple[str, str]]) 
                          for kind, subject in subjects]}
 
 
+# The controllers' own roles (bootstrappolicy/controller_policy.go), named
+# system:controller:<controller>. kube binds each to its ServiceAccount in kube-system
+# (kube-controller-manager --use-service-account-credentials); kubelite's
+# controller-manager runs every controller with its own certificate, so each binding also
+# names the system:kube-controller-manager user (kubelite's addition).
+CONTROLLER_ROLE_PREFIX = "system:controller:"
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+
+
+def controller_roles() -> list[Object]:
+    apps = ["apps", "extensions"]
+    roles = {
+        "node-controller": [
+            rule(["get", "list", "update", "delete", "patch"], [""], ["nodes"]),
+            rule(["patch", "update"], [""], ["nodes/status"]),
+            rule(["patch", "update"], [""], ["pods/status"]),
+            rule(["list", "get", "delete"], [""], ["pods"]),
+            EVENTS_RULE,
+        ],
+        "taint-eviction-controller": [
+            rule(["get", "list", "watch", "delete"], [""], ["pods"]),
+            rule(["patch"], [""], ["pods/status"]),
+            rule(READ, [""], ["nodes"]),
+            EVENTS_RULE,
+        ],
+        "namespace-controller": [
+            rule(["get", "list", "watch", "delete"], [""], ["namespaces"]),
+            rule(["update"], [""], ["namespaces/finalize", "namespaces/status"]),
+            rule(["get", "list", "delete", "deletecollection"], ["*"], ["*"]),
+        ],
+        "replicaset-controller": [
+            rule(["get", "list", "watch", "update"], apps, ["replicasets"]),
+            rule(["update"], apps, ["replicasets/status"]),
+            rule(["update"], apps, ["replicasets/finalizers"]),
+            rule(["list", "watch", "patch", "create", "delete"], [""], ["pods"]),
+            EVENTS_RULE,
+        ],
+        "job-controller": [
+            rule(["get", "list", "watch", "update", "patch"], ["batch"], ["jobs"]),
+            rule(["update"], ["batch"], ["jobs/status"]),
+            rule(["update"], ["batch"], ["jobs/finalizers"]),
+            rule(["list", "watch", "create", "delete", "patch"], [""], ["pods"]),
+            EVENTS_RULE,
+        ],
+        "generic-garbage-collector": [
+            rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
+            EVENTS_RULE,
+        ],
+        "deployment-controller": [
+            rule(["get", "list", "watch", "update"], apps, ["deployments"]),
+            rule(["update"], apps, ["deployments/status"]),
+            rule(["update"], apps, ["deployments/finalizers"]),
+            rule(["get", "list", "watch", "create", "update", "patch", "delete"], apps,
+                 ["replicasets"]),
+            rule(["get", "list", "watch", "update"], [""], ["pods"]),
+            EVENTS_RULE,
+        ],
+    }
+    return [cluster_role(CONTROLLER_ROLE_PREFIX + name, rules) for name, rules in roles.items()]
+
+
+def controller_role_bindings() -> list[Object]:
+    found = []
+    for role in controller_roles():
+        name = role["metadata"]["name"]
+        found_binding = cluster_role_binding(name, name, [("User", CONTROLLER_MANAGER_USER)])
+        found_binding["subjects"].insert(0, {
+            "kind": "ServiceAccount", "name": name.removeprefix(CONTROLLER_ROLE_PREFIX),
+            "namespace": "kube-system"})
+        found.append(found_binding)
+    return found
+
+
 def cluster_roles() -> list[Object]:
     return [
         cluster_role("cluster-admin", [rule(["*"], ["*"], ["*"]), urls(["*"], ["*"])]),
@@ -207,6 +280,7 @@ def cluster_roles() -> list[Object]:
             rule(["list", "watch"], ["*"], ["*"]),
             rule(["create"], [""], ["serviceaccounts/token"]),
         ]),
+        *controller_roles(),
     ]
 
 
@@ -229,6 +303,7 @@ def cluster_role_bindings() -> list[Object]:
         # kube-apiserver's: kubelets authorize the apiserver's calls (logs, ...) with it
         binding("kubeadm:apiserver-kubelet-client", "system:kubelet-api-admin",
                 [("User", KUBELET_CLIENT_USER)]),
+        *controller_role_bindings(),
     ]
 
 

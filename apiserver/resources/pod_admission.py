@@ -78,3 +78,32 @@ def _security_context(security: Mapping[str, Any], path: str,
     profile = security.get("seccompProfile") or {}
     if profile.get("type") not in (None, "RuntimeDefault"):
         yield f"{path}.seccompProfile.type", "seccomp profiles other than RuntimeDefault"
+
+
+# --- DefaultTolerationSeconds (plugin/pkg/admission/defaulttolerationseconds) ----------------
+
+NOT_READY_TAINT_KEY = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT_KEY = "node.kubernetes.io/unreachable"
+# kube-apiserver's --default-not-ready-toleration-seconds and
+# --default-unreachable-toleration-seconds
+DEFAULT_TOLERATION_SECONDS = 300
+
+
+def _tolerates_no_execute(toleration: Any, key: str) -> bool:
+    """Whether a toleration already covers `key`'s NoExecute taint (the plugin's test)."""
+    if not isinstance(toleration, Mapping):
+        return False
+    return (toleration.get("effect") in (None, "", "NoExecute")
+            and toleration.get("key") in (None, "", key))
+
+
+def default_toleration_seconds(pod: dict[str, Any]) -> None:
+    """On create, tolerate the not-ready and unreachable NoExecute taints for 300 s unless
+    the pod already says how it tolerates them, as kube's admission plugin does."""
+    spec = pod.setdefault("spec", {})
+    tolerations = list(spec.get("tolerations") or [])
+    for key in (NOT_READY_TAINT_KEY, UNREACHABLE_TAINT_KEY):
+        if not any(_tolerates_no_execute(t, key) for t in tolerations):
+            tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                                "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
+    spec["tolerations"] = tolerations

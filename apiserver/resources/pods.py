@@ -18,7 +18,7 @@ from typing import Any
 
 from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
-from apiserver.resources.pod_admission import unimplemented_causes
+from apiserver.resources.pod_admission import default_toleration_seconds, unimplemented_causes
 from apiserver.resources.pod_validation import (
     validate_binding,
     validate_ephemeral_containers_update,
@@ -544,6 +544,7 @@ PODS = Resource(
     fields=FIELDS, columns=COLUMNS, cells=pod_cells, row_conditions=row_conditions,
     merge_keys=MERGE_KEYS,
     admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy")),
+    admit=default_toleration_seconds,
 )
 
 __all__ = ["PODS", "validate_binding"]

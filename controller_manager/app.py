@@ -1,0 +1,286 @@
+"""The controller-manager process: leader election, the health/metrics endpoint, and the
+controllers `--controllers` asks for, all on one SharedInformerFactory.
+
+As kube-controller-manager: every instance is a candidate for the
+`kube-system/kube-controller-manager` Lease; only the leader starts the informers and
+the controllers, and a leader that loses the lease exits with status 1 for its
+supervisor to restart it as a candidate. SIGTERM stops the controllers and releases the
+lease, so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from common.client import GROUP_VERSIONS, ApiClient
+from common.events import EventRecorder
+from common.informer import SharedInformerFactory
+from common.kubeconfig import connection
+from common.leaderelection import LeaderElectionConfig, LeaderElector
+from common.workqueue import WorkQueue
+from controller_manager import (
+    deployment,
+    garbagecollector,
+    job,
+    nodelifecycle,
+    replicaset,
+    tainteviction,
+)
+from scheduler.metrics import metric_family
+from scheduler.server import Endpoints, listen, serving
+
+log = logging.getLogger("controller_manager")
+
+DEFAULT_PORT = 10257  # kube-controller-manager's (HTTPS there; plain HTTP here)
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
+LEASE_NAME = "kube-controller-manager"
+# The API groups the controllers use beyond the client's defaults.
+CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
+                             "deployments": "apps/v1", "jobs": "batch/v1"}
+
+
+@dataclass(frozen=True)
+class Options:
+    apiserver: str  # a plain-HTTP URL; or, with `kubeconfig`, overriding its server
+    kubeconfig: str | None = None
+    controllers: tuple[str, ...] = ("*",)
+    bind_address: str = DEFAULT_BIND_ADDRESS
+    port: int = DEFAULT_PORT
+    leader_elect: bool = True
+    leader_election: LeaderElectionConfig = field(
+        default_factory=lambda: LeaderElectionConfig(name=LEASE_NAME))
+    node_lifecycle: nodelifecycle.Config = field(default_factory=nodelifecycle.Config)
+    concurrent_syncs: int = 5
+
+
+# -- which controllers run (pure) --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControllerSpec:
+    name: str
+    aliases: tuple[str, ...] = ()
+    disabled_by_default: bool = False
+
+
+CONTROLLERS: tuple[ControllerSpec, ...] = (
+    ControllerSpec(nodelifecycle.NAME, aliases=("nodelifecycle",)),
+    ControllerSpec(tainteviction.NAME, aliases=("taint-eviction",)),
+    ControllerSpec(replicaset.NAME, aliases=("replicaset",)),
+    ControllerSpec(deployment.NAME, aliases=("deployment",)),
+    ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
+    ControllerSpec(job.NAME, aliases=("job",)),
+)
+
+
+def canonical(name: str, specs: Iterable[ControllerSpec]) -> str | None:
+    for spec in specs:
+        if name == spec.name or name in spec.aliases:
+            return spec.name
+    return None
+
+
+def controller_flag_errors(requested: Sequence[str],
+                           specs: Sequence[ControllerSpec] = CONTROLLERS) -> list[str]:
+    """kube's validation of --controllers, in its words."""
+    errors = []
+    for entry in requested:
+        name = entry[1:] if entry.startswith("-") else entry
+        if entry != "*" and canonical(name, specs) is None:
+            errors.append(f'"{entry}" is not in the list of known controllers')
+    return errors
+
+
+def is_enabled(spec: ControllerSpec, requested: Sequence[str]) -> bool:
+    """IsControllerEnabled: the first entry naming it (or its alias) decides; else `*`
+    enables every controller that is not disabled by default."""
+    names = {spec.name, *spec.aliases}
+    star = False
+    for entry in requested:
+        if entry in names:
+            return True
+        if entry.startswith("-") and entry[1:] in names:
+            return False
+        star = star or entry == "*"
+    return star and not spec.disabled_by_default
+
+
+def enabled_controllers(requested: Sequence[str],
+                        specs: Sequence[ControllerSpec] = CONTROLLERS) -> list[str]:
+    return [spec.name for spec in specs if is_enabled(spec, requested)]
+
+
+# -- the process ---------------------------------------------------------------------------------
+
+
+Runner = Callable[[], Coroutine[Any, Any, None]]
+
+
+class ControllerManager:
+    def __init__(self, client: ApiClient, options: Options) -> None:
+        self.client = client
+        self.options = options
+        self.factory = SharedInformerFactory(client)
+        self.enabled = enabled_controllers(options.controllers)
+        self.queues: list[WorkQueue] = []
+        self.started = False
+
+    def build(self) -> dict[str, Runner]:
+        """Each enabled controller, wired to the factory (informers not started yet)."""
+        runners: dict[str, Runner] = {}
+        for name in self.enabled:
+            if name == nodelifecycle.NAME:
+                node_controller = nodelifecycle.NodeLifecycleController(
+                    self.factory, self.recorder("node-controller"),
+                    self.options.node_lifecycle)
+                runners[name] = node_controller.run
+            elif name == tainteviction.NAME:
+                evictions = tainteviction.TaintEvictionController(
+                    self.factory, self.recorder(tainteviction.NAME),
+                    workers=self.options.concurrent_syncs)
+                self.queues.append(evictions.queue)
+                runners[name] = evictions.run
+            elif name == replicaset.NAME:
+                replicasets = replicaset.ReplicaSetController(
+                    self.factory, self.recorder(replicaset.NAME),
+                    workers=self.options.concurrent_syncs)
+                self.queues.append(replicasets.queue)
+                runners[name] = replicasets.run
+            elif name == deployment.NAME:
+                deployments = deployment.DeploymentController(
+                    self.factory, self.recorder(deployment.NAME),
+                    workers=self.options.concurrent_syncs)
+                self.queues.append(deployments.queue)
+                runners[name] = deployments.run
+            elif name == garbagecollector.NAME:
+                collector = garbagecollector.GarbageCollector(
+                    self.factory, workers=self.options.concurrent_syncs)
+                self.queues.append(collector.queue)
+                runners[name] = collector.run
+            elif name == job.NAME:
+                jobs = job.JobController(self.factory, self.recorder(job.NAME),
+                                         workers=self.options.concurrent_syncs)
+                self.queues.append(jobs.queue)
+                runners[name] = jobs.run
+        return runners
+
+    def recorder(self, component: str) -> EventRecorder:
+        return EventRecorder(self.client, component=component)
+
+    async def run(self, *, leading: asyncio.Event | None = None) -> None:
+        if leading is not None:
+            await leading.wait()
+        runners = self.build()
+        self.factory.start()
+        self.started = True
+        log.info("started %d controller(s): %s", len(runners), ", ".join(runners) or "none")
+        try:
+            await self.factory.wait_for_cache_sync()
+            log.info("caches synced: %s", ", ".join(i.name for i in self.factory.informers))
+            await asyncio.gather(*(runner() for runner in runners.values()))
+        finally:
+            await self.factory.shutdown()
+
+    def readiness(self, stopping: asyncio.Event) -> dict[str, str | None]:
+        unsynced = self.factory.unsynced() if self.started else []
+        return {"ping": None,
+                "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
+                "shutdown": "shutting down" if stopping.is_set() else None}
+
+    def metrics(self, elector: LeaderElector | None) -> str:
+        lines: list[str] = []
+        if elector is not None:
+            lines += metric_family(
+                "leader_election_master_status", "gauge",
+                "Gauge of if the reporting system is master of the relevant lease, 0 "
+                "indicates backup, 1 indicates master.",
+                [({"name": LEASE_NAME}, int(elector.leading.is_set()))])
+        lines += metric_family("workqueue_depth", "gauge", "Current depth of workqueue",
+                               [({"name": q.name}, len(q)) for q in self.queues])
+        lines += metric_family("workqueue_adds_total", "counter",
+                               "Total number of adds handled by workqueue",
+                               [({"name": q.name}, q.adds) for q in self.queues])
+        lines += metric_family("workqueue_retries_total", "counter",
+                               "Total number of retries handled by workqueue",
+                               [({"name": q.name}, q.retries) for q in self.queues])
+        return "\n".join(lines) + "\n"
+
+
+def open_endpoint(options: Options) -> socket.socket | None:
+    if options.port == 0:
+        return None
+    try:
+        return listen(options.bind_address, options.port)
+    except OSError as e:
+        log.error("cannot serve /healthz and /metrics on %s:%d (%s): choose another --port, "
+                  "or --port 0 for none", options.bind_address, options.port,
+                  os.strerror(e.errno) if e.errno else e)
+        raise SystemExit(1) from e
+
+
+async def serve(options: Options) -> None:
+    """Run until SIGTERM/SIGINT (then release the lease) or until leadership is lost."""
+    sock = open_endpoint(options)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
+    async with ApiClient(conn, user_agent="kube-controller-manager",
+                         group_versions=CONTROLLER_GROUP_VERSIONS) as client:
+        manager = ControllerManager(client, options)
+        elector = (LeaderElector(client, options.leader_election) if options.leader_elect
+                   else None)
+        log.info("starting kube-controller-manager against %s with controllers %s; %s",
+                 conn.server, ",".join(manager.enabled) or "none",
+                 f"leader election on lease {options.leader_election.lease_key} as "
+                 f"{options.leader_election.identity}" if elector else "no leader election")
+        running = asyncio.create_task(
+            manager.run(leading=elector.leading if elector else None), name="controllers")
+        endpoints = Endpoints(
+            live=lambda: {"ping": None,
+                          "controllers": "stopped" if running.done() else None},
+            ready=lambda: manager.readiness(stop),
+            metrics=lambda: manager.metrics(elector))
+        async with serving(sock, endpoints):
+            lost = await run_until_stopped(running, stop, elector)
+    if lost:
+        log.error("leader election lost: exiting, to be restarted as a candidate")
+        raise SystemExit(1)
+    log.info("stopped")
+
+
+async def run_until_stopped(running: asyncio.Task[None], stop: asyncio.Event,
+                            elector: LeaderElector | None) -> bool:
+    stopping = asyncio.create_task(stop.wait(), name="stop signal")
+    electing = (asyncio.create_task(elector.run(), name="leader election") if elector
+                else None)
+    waits = {running, stopping} | ({electing} if electing else set())
+    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in waits - done:
+        if task is not electing or stopping not in done:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if stopping not in done:
+        for task in done:
+            task.result()  # a crash: let it propagate
+        return electing in done
+    log.info("shutting down")
+    if elector is not None and electing is not None:
+        electing.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await electing
+        await elector.release()
+    return False
+
+
+__all__ = ["ControllerManager", "Options", "serve"]

@@ -1,0 +1,130 @@
+"""Deployment controller decisions (rolling.go / sync.go arithmetic) with fake listers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller_manager.deployment import (
+    HASH_LABEL,
+    REVISION,
+    deployment_status,
+    equal_ignore_hash,
+    history_to_delete,
+    new_replica_set,
+    new_rs_replicas,
+    old_rs_scale_downs,
+    pod_template_hash,
+    surge_and_unavailable,
+)
+
+TEMPLATE = {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "busybox:1"}]}}
+
+
+def deployment(replicas: int = 3, surge: Any = "25%", unavailable: Any = "25%"
+               ) -> dict[str, Any]:
+    return {"metadata": {"name": "web", "namespace": "default", "uid": "d-uid",
+                         "generation": 2},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": TEMPLATE,
+                     "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                         "maxSurge": surge, "maxUnavailable": unavailable}}}}
+
+
+def rs(name: str, replicas: int, available: int = 0, *, created: str = "2026-01-01T00:00:00Z",
+       revision: int = 1, status_replicas: int | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "creationTimestamp": created,
+                         "annotations": {REVISION: str(revision)}},
+            "spec": {"replicas": replicas},
+            "status": {"replicas": replicas if status_replicas is None else status_replicas,
+                       "availableReplicas": available, "readyReplicas": available}}
+
+
+@pytest.mark.parametrize(("replicas", "surge", "unavailable", "want"), [
+    (3, "25%", "25%", (1, 0)),  # surge rounds up, unavailable down
+    (4, "25%", "25%", (1, 1)),
+    (10, 3, 2, (3, 2)),
+    (3, 0, 0, (0, 1)),  # both zero: one may be unavailable
+    (10, "50%", "0%", (5, 0)),
+])
+def test_fenceposts(replicas: int, surge: Any, unavailable: Any, want: tuple[int, int]) -> None:
+    assert surge_and_unavailable(deployment(replicas, surge, unavailable)) == want
+
+
+def test_the_hash_is_stable_safe_and_moves_with_the_template_or_collisions() -> None:
+    first = pod_template_hash(TEMPLATE)
+    assert first == pod_template_hash({**TEMPLATE})
+    assert set(first) <= set("bcdfghjklmnpqrstvwxz2456789")
+    assert pod_template_hash(TEMPLATE, 1) != first
+    changed = {**TEMPLATE, "spec": {"containers": [{"name": "web", "image": "busybox:2"}]}}
+    assert pod_template_hash(changed) != first
+
+
+def test_the_new_replica_set_carries_the_hash_the_revision_and_the_owner() -> None:
+    made = new_replica_set(deployment(), revision=3)
+    hash_ = made["spec"]["template"]["metadata"]["labels"][HASH_LABEL]
+    assert made["metadata"]["name"] == f"web-{hash_}"
+    assert made["spec"]["selector"]["matchLabels"] == {"app": "web", HASH_LABEL: hash_}
+    assert made["metadata"]["annotations"][REVISION] == "3"
+    assert made["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    assert equal_ignore_hash(made["spec"]["template"], TEMPLATE)
+
+
+@pytest.mark.parametrize(("name", "old", "new", "want"), [
+    ("fresh: all at once", None, 0, 3),
+    ("surge 1 above 3 old", 3, 0, 1),
+    ("at the surge limit: wait", 3, 1, 1),
+    ("old scaled down: more room", 2, 1, 2),
+    ("never beyond replicas", 0, 2, 3),
+])
+def test_new_rs_replicas(name: str, old: int | None, new: int, want: int) -> None:
+    d = deployment(3, 1, 0)
+    new_rs = rs("new", new)
+    all_rss = [new_rs] + ([rs("old", old)] if old is not None else [])
+    assert new_rs_replicas(d, all_rss, new_rs) == want, name
+
+
+def test_old_replica_sets_go_down_only_while_enough_stay_available() -> None:
+    d = deployment(3, 1, 0)  # maxUnavailable 0: 3 must stay available
+    old = rs("old", 3, available=3)
+    new = rs("new", 1, available=0, created="2026-01-01T00:01:00Z")
+    assert old_rs_scale_downs(d, [old, new], [old], new) == {}, "the new pod is not ready"
+    new_ready = rs("new", 1, available=1, created="2026-01-01T00:01:00Z")
+    assert old_rs_scale_downs(d, [old, new_ready], [old], new_ready) == {"old": 2}
+
+
+def test_unhealthy_old_pods_go_first() -> None:
+    d = deployment(4, 1, 1)
+    old_a = rs("old-a", 2, available=0, created="2026-01-01T00:00:00Z")
+    old_b = rs("old-b", 2, available=2, created="2026-01-01T00:00:30Z")
+    new = rs("new", 1, available=1, created="2026-01-01T00:01:00Z")
+    assert old_rs_scale_downs(d, [old_a, old_b, new], [old_a, old_b], new) == {"old-a": 0}
+
+
+def test_history_keeps_the_newest_empty_replica_sets() -> None:
+    old = [rs("r1", 0, revision=1), rs("r2", 0, revision=2), rs("r3", 0, revision=3),
+           rs("busy", 2, revision=4)]
+    assert history_to_delete(old, 2) == ["r1", "r2"]
+    assert history_to_delete(old, 10) == []
+
+
+def test_status_and_conditions() -> None:
+    d = deployment(3, 1, 0)
+    new = rs("web-abc", 3, available=3)
+    status = deployment_status(d, [new], new, "T")
+    assert {k: status[k] for k in ("observedGeneration", "replicas", "updatedReplicas",
+                                   "availableReplicas", "unavailableReplicas")} == {
+        "observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+        "availableReplicas": 3, "unavailableReplicas": 0}
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert conditions["Available"]["reason"] == "MinimumReplicasAvailable"
+    assert conditions["Progressing"]["reason"] == "NewReplicaSetAvailable"
+    assert conditions["Progressing"]["message"] == (
+        'ReplicaSet "web-abc" has successfully progressed.')
+    rolling = deployment_status(d, [rs("old", 2, 2), rs("web-abc", 1, 0)],
+                                rs("web-abc", 1, 0), "T")
+    by_type = {c["type"]: c for c in rolling["conditions"]}
+    assert by_type["Available"]["status"] == "False"
+    assert by_type["Progressing"]["reason"] == "ReplicaSetUpdated"

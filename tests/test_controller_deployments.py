@@ -1,0 +1,114 @@
+"""Deployments end to end with the real kubectl: create, rollout status, scale, set image
+(a rolling update), rollout undo and a cascading delete, on real kubelets and the real
+scheduler against an apiserver of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cm_support import ControllerManagerProcess
+from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.support import ApiServer, Etcd, Kubectl, SchedulerProcess, eventually, unique
+
+
+@dataclass
+class Cluster:
+    apiserver: ApiServer
+    kubectl: Kubectl
+    node: str
+
+
+@pytest.fixture(scope="module")
+def cluster(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    ensure_docker()
+    workdir = Path(tmp_path_factory.mktemp("cm-deploy"))
+    apiserver = ApiServer(etcd, workdir, name="apiserver-cm-deploy",
+                          extra_args=["--etcd-prefix", f"/{unique('cm-deploy')}"]).start()
+    node = unique("deploy-node")
+    scheduler = SchedulerProcess(apiserver, workdir, port=0, leader_elect=False).start()
+    kubelet = KubeletProcess(apiserver, workdir, node_name=node).start()
+    cm = ControllerManagerProcess(apiserver, workdir).start()
+    try:
+        yield Cluster(apiserver, Kubectl(apiserver.url, workdir / "kubectl"), node)
+    finally:
+        cm.stop()
+        kubelet.stop()
+        scheduler.stop()
+        apiserver.stop()
+        remove_node_containers(node)
+
+
+async def running_pods(cluster: Cluster, app: str) -> list[str]:
+    async with httpx.AsyncClient(base_url=cluster.apiserver.url, timeout=30) as api:
+        answer = await api.get("/api/v1/namespaces/default/pods",
+                               params={"labelSelector": f"app={app}"})
+    return [p["spec"]["containers"][0]["image"] for p in answer.json()["items"]
+            if p["status"].get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")]
+
+
+async def test_create_rollout_scale_set_image_undo_delete(cluster: Cluster) -> None:
+    kubectl = cluster.kubectl
+    name = unique("web")
+    kubectl("create", "deployment", name, "--image=kubelite/busybox:1.35", "--replicas=3",
+            "--", "httpd", "-f")
+    out = kubectl.run("rollout", "status", f"deployment/{name}", "--timeout=120s").stdout
+    assert f'deployment "{name}" successfully rolled out' in out
+    assert len(await running_pods(cluster, name)) == 3
+    table = kubectl("get", "deployment", name).split("\n")[1].split()
+    assert table[:4] == [name, "3/3", "3", "3"], table
+
+    kubectl("scale", f"deployment/{name}", "--replicas=2")
+    kubectl("rollout", "status", f"deployment/{name}", "--timeout=60s")
+
+    async def two() -> bool:
+        return len(await running_pods(cluster, name)) == 2
+    await eventually(two, timeout=60, what="2 pods after the scale")
+
+    # A new template (an env var: no second image can be pulled here): a rolling update.
+    kubectl("set", "env", f"deployment/{name}", "ROLL=1")
+    out = kubectl.run("rollout", "status", f"deployment/{name}", "--timeout=120s").stdout
+    assert "successfully rolled out" in out
+    rss = kubectl("get", "rs", "-l", f"app={name}", "-o",
+                  "jsonpath={range .items[*]}{.metadata.annotations.deployment\\.kubernetes"
+                  "\\.io/revision}={.spec.replicas} {end}").split()
+    assert sorted(rss) == ["1=0", "2=2"], rss
+    history = kubectl("rollout", "history", f"deployment/{name}")
+    assert "1" in history and "2" in history
+    events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
+    assert "ScalingReplicaSet" in events and "Scaled up replica set" in events
+    assert "Scaled down replica set" in events
+
+    kubectl("rollout", "undo", f"deployment/{name}")
+    kubectl("rollout", "status", f"deployment/{name}", "--timeout=120s")
+    rss = kubectl("get", "rs", "-l", f"app={name}", "-o",
+                  "jsonpath={range .items[*]}{.metadata.annotations.deployment\\.kubernetes"
+                  "\\.io/revision}={.spec.replicas} {end}").split()
+    assert sorted(rss) == ["2=0", "3=2"], rss
+
+    kubectl("delete", "deployment", name, "--wait=true", "--timeout=120s")
+
+    async def no_pods() -> bool:
+        return await running_pods(cluster, name) == [] and kubectl(
+            "get", "rs", "-l", f"app={name}", "-o", "name").strip() == ""
+    await eventually(no_pods, timeout=120, what="the cascade to remove rs and pods")
+
+
+async def test_kubectl_create_job_and_wait_for_complete(cluster: Cluster) -> None:
+    kubectl = cluster.kubectl
+    name = unique("hello")
+    kubectl("create", "job", name, "--image=kubelite/busybox:1.35", "--", "echo", "hello")
+    kubectl("wait", "--for=condition=complete", f"job/{name}", "--timeout=120s")
+    status = kubectl("get", "job", name, "-o", "jsonpath={.status.succeeded} "
+                     "{.status.active} {.status.conditions[*].type}")
+    assert status.split() == ["1", "0", "SuccessCriteriaMet", "Complete"], status
+    assert "hello" in kubectl("logs", f"job/{name}")
+    events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
+    assert "SuccessfulCreate" in events and "Completed" in events
+    table = kubectl("get", "job", name).split("\n")[1].split()
+    assert table[:3] == [name, "Complete", "1/1"], table
