@@ -19,17 +19,22 @@ class ControllerManagerProcess:
         self.process = Process(name, [
             PYTHON, "-m", "controller_manager",
             *(["--kubeconfig", str(kubeconfig)] if kubeconfig is not None else
-              self.connection_args(apiserver)),
+              self.connection_args(apiserver, workdir / f"{name}.kubeconfig")),
             "--port", str(self.port), "--log-level", "info",
             "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
             "--leader-elect-retry-period", "1s", *extra_args,
         ], workdir / f"{name}.log")
 
     @staticmethod
-    def connection_args(apiserver: ApiServer | None) -> list[str]:
-        """How it reaches the apiserver: the one place to change for the secure port."""
+    def connection_args(apiserver: ApiServer | None, kubeconfig: Path) -> list[str]:
+        """How it reaches the apiserver: its own identity, as kubeadm's
+        controller-manager.conf (system:kube-controller-manager); the plain dev port as is."""
         assert apiserver is not None, "an apiserver or a kubeconfig"
-        return ["--apiserver", apiserver.url]
+        if apiserver.plain:
+            return ["--apiserver", apiserver.url]
+        return ["--kubeconfig", str(apiserver.kubeconfig(
+            kubeconfig, cert="controller-manager", user="system:kube-controller-manager",
+            namespace=None))]
 
     def start(self) -> ControllerManagerProcess:
         self.process.start()

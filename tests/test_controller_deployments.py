@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.cm_support import ControllerManagerProcess
@@ -44,7 +43,7 @@ def cluster(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cl
 
 
 async def running_pods(cluster: Cluster, app: str) -> list[str]:
-    async with httpx.AsyncClient(base_url=cluster.apiserver.url, timeout=30) as api:
+    async with cluster.apiserver.client() as api:
         answer = await api.get("/api/v1/namespaces/default/pods",
                                params={"labelSelector": f"app={app}"})
     return [p["spec"]["containers"][0]["image"] for p in answer.json()["items"]

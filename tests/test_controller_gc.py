@@ -46,7 +46,7 @@ def own_apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 @pytest.fixture
 async def api(own_apiserver: ApiServer) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=own_apiserver.url, timeout=30) as client:
+    async with own_apiserver.client() as client:
         yield client
 
 
