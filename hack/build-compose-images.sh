@@ -107,7 +107,7 @@ EOF
 
 kubelite_sources() {  # every file that ends up in the image, in a stable order
   (cd "$REPO" && find Dockerfile .dockerignore pyproject.toml README.md hack/*.py \
-    apiserver scheduler kubelet common -type f -not -path '*/__pycache__/*' 2>/dev/null \
+    apiserver scheduler kubelet common controller_manager -type f -not -path '*/__pycache__/*' 2>/dev/null \
     | LC_ALL=C sort)
 }
 
