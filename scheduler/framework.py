@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from scheduler.resources import ZERO, Allocatable, Resources, node_allocatable, pod_requests
+
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
 
@@ -68,26 +70,68 @@ def error(reason: str) -> Status:
 
 @dataclass
 class NodeInfo:
-    """A node as the scheduler sees it: the object plus what is placed on it.
+    """A node as the scheduler sees it: the object plus the pods placed on it (bound,
+    or assumed by us) and what they request.
 
     The cache mutates these between scheduling cycles; a cycle is synchronous, so
     plugins see a consistent snapshot and must not modify it.
     """
 
     node: Node
-    pod_count: int = 0
+    pods: dict[str, Pod] = field(default_factory=dict)  # pod key -> pod
+    requested: Resources = ZERO
+    # As `requested`, with kube's defaults for containers that request no cpu/memory.
+    non_zero_requested: Resources = ZERO
     name: str = field(init=False)
+    allocatable: Allocatable = field(init=False)
 
     def __post_init__(self) -> None:
-        self.name = str((self.node.get("metadata") or {}).get("name") or "")
+        self.set_node(self.node)
+
+    def set_node(self, node: Node) -> None:
+        self.node = node
+        self.name = str((node.get("metadata") or {}).get("name") or "")
+        self.allocatable = node_allocatable(node)
+
+    @property
+    def pod_count(self) -> int:
+        return len(self.pods)
+
+    def add_pod(self, key: str, pod: Pod) -> None:
+        self.remove_pod(key)
+        self.pods[key] = pod
+        self.requested = self.requested + pod_requests(pod)
+        self.non_zero_requested = self.non_zero_requested + pod_requests(pod, non_zero=True)
+
+    def remove_pod(self, key: str) -> None:
+        pod = self.pods.pop(key, None)
+        if pod is not None:
+            self.requested = self.requested - pod_requests(pod)
+            self.non_zero_requested = (self.non_zero_requested
+                                       - pod_requests(pod, non_zero=True))
 
 
 class FilterFunc(Protocol):
     def __call__(self, pod: Pod, node_info: NodeInfo, /) -> Status: ...
 
 
+class PreFilterFunc(Protocol):
+    """Once per cycle (kube's PreFilter): the pod's filter with what it needs computed
+    once (its requests, its terms, counts over all nodes), None when the plugin has
+    nothing to check for this pod (kube's Skip), or a Status rejecting every node."""
+
+    def __call__(self, pod: Pod, nodes: Sequence[NodeInfo], /
+                 ) -> FilterFunc | Status | None: ...
+
+
 class ScoreFunc(Protocol):
     def __call__(self, pod: Pod, node_info: NodeInfo, /) -> int: ...
+
+
+class PreScoreFunc(Protocol):
+    """Once per cycle (kube's PreScore): the pod's score function, None to skip."""
+
+    def __call__(self, pod: Pod, feasible: Sequence[NodeInfo], /) -> ScoreFunc | None: ...
 
 
 class NormalizeFunc(Protocol):
@@ -98,16 +142,42 @@ class NormalizeFunc(Protocol):
 
 @dataclass(frozen=True)
 class FilterPlugin:
+    """A filter: `filter` when it needs nothing but the pair, else `pre_filter`."""
+
     name: str
-    filter: FilterFunc
+    filter: FilterFunc | None = None
+    pre_filter: PreFilterFunc | None = None
+
+    def prepare(self, pod: Pod, nodes: Sequence[NodeInfo]) -> FilterFunc | Status | None:
+        if self.pre_filter is not None:
+            return self.pre_filter(pod, nodes)
+        return self.filter
 
 
 @dataclass(frozen=True)
 class ScorePlugin:
     name: str
-    score: ScoreFunc
+    score: ScoreFunc | None = None
     normalize: NormalizeFunc | None = None
     weight: int = 1
+    pre_score: PreScoreFunc | None = None
+
+    def prepare(self, pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+        if self.pre_score is not None:
+            return self.pre_score(pod, feasible)
+        return self.score
+
+
+def default_normalize(scores: Mapping[str, int], *, reverse: bool = False) -> dict[str, int]:
+    """kube's DefaultNormalizeScore: scale so the highest is MAX_NODE_SCORE (reversed:
+    the highest raw score becomes 0)."""
+    high = max(scores.values(), default=0)
+    if high == 0:
+        return {name: MAX_NODE_SCORE if reverse else 0 for name in scores}
+    normalized = {name: MAX_NODE_SCORE * value // high for name, value in scores.items()}
+    if reverse:
+        return {name: MAX_NODE_SCORE - value for name, value in normalized.items()}
+    return normalized
 
 
 @dataclass(frozen=True)
@@ -127,6 +197,8 @@ class ScheduleResult:
     # Where the next cycle starts looking, so that a partial search visits every node.
     next_start_index: int = 0
     error: str | None = None
+    # On success with several feasible nodes: each plugin's weighted score per node.
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -138,13 +210,42 @@ class ScheduleResult:
         return fit_error_message(self.diagnosis)
 
 
-def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo) -> Status:
-    """The first non-success status of the filters, in order (kube stops there too)."""
+PreparedFilter = tuple[str, FilterFunc]
+
+
+def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod, nodes: Sequence[NodeInfo]
+                    ) -> list[PreparedFilter] | Status:
+    """Every filter readied for this pod (skipped ones left out), or the first PreFilter
+    status that rejects every node (named after its plugin)."""
+    prepared: list[PreparedFilter] = []
     for plugin in filters:
-        status = plugin.filter(pod, node_info)
+        ready = plugin.prepare(pod, nodes)
+        if ready is None:
+            continue
+        if isinstance(ready, Status):
+            if ready.code is Code.SUCCESS:
+                continue
+            return Status(ready.code, ready.reasons, plugin.name)
+        prepared.append((plugin.name, ready))
+    return prepared
+
+
+def run_prepared(prepared: Iterable[PreparedFilter], pod: Pod, node_info: NodeInfo) -> Status:
+    """The first non-success status of the filters, in order (kube stops there too)."""
+    for name, check in prepared:
+        status = check(pod, node_info)
         if status.code is not Code.SUCCESS:
-            return Status(status.code, status.reasons, plugin.name)
+            return Status(status.code, status.reasons, name)
     return SUCCESS
+
+
+def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo,
+                nodes: Sequence[NodeInfo] | None = None) -> Status:
+    """Every filter on one node; `nodes` is the snapshot PreFilters count over."""
+    prepared = prepare_filters(filters, pod, [node_info] if nodes is None else nodes)
+    if isinstance(prepared, Status):
+        return prepared
+    return run_prepared(prepared, pod, node_info)
 
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
@@ -159,14 +260,25 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
 
 
 def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod,
-                feasible: Sequence[NodeInfo]) -> dict[str, int]:
-    """Weighted sum of every score plugin's (normalized) score, by node name."""
-    totals = {info.name: 0 for info in feasible}
+                feasible: Sequence[NodeInfo]) -> dict[str, dict[str, int]]:
+    """Each score plugin's weighted (normalized) score, by plugin then node name."""
+    by_plugin: dict[str, dict[str, int]] = {}
     for plugin in scorers:
-        raw = {info.name: plugin.score(pod, info) for info in feasible}
+        score = plugin.prepare(pod, feasible)
+        if score is None:
+            continue
+        raw = {info.name: score(pod, info) for info in feasible}
         scores = plugin.normalize(raw) if plugin.normalize is not None else raw
+        by_plugin[plugin.name] = {name: value * plugin.weight for name, value in scores.items()}
+    return by_plugin
+
+
+def total_scores(by_plugin: Mapping[str, Mapping[str, int]],
+                 feasible: Sequence[NodeInfo]) -> dict[str, int]:
+    totals = {info.name: 0 for info in feasible}
+    for scores in by_plugin.values():
         for name, value in scores.items():
-            totals[name] += value * plugin.weight
+            totals[name] += value
     return totals
 
 
@@ -184,6 +296,14 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
     total = len(nodes)
     if total == 0:
         return ScheduleResult(None, 0, 0, Diagnosis())
+    prepared = prepare_filters(filters, pod, nodes)
+    if isinstance(prepared, Status):
+        if prepared.code is Code.ERROR:
+            return ScheduleResult(None, 0, 0, Diagnosis({}, total), error=(
+                f"running PreFilter plugin {prepared.plugin!r}: {'; '.join(prepared.reasons)}"))
+        # kube: a PreFilter rejection is every node's status.
+        return ScheduleResult(None, 0, 0, Diagnosis({info.name: prepared for info in nodes},
+                                                    total), start_index)
     wanted = num_feasible_nodes_to_find(total, percentage_of_nodes_to_score)
     feasible: list[NodeInfo] = []
     rejected: dict[str, Status] = {}
@@ -191,7 +311,7 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
     for offset in range(total):
         info = nodes[(start_index + offset) % total]
         evaluated += 1
-        status = run_filters(filters, pod, info)
+        status = run_prepared(prepared, pod, info)
         if status.code is Code.SUCCESS:
             feasible.append(info)
             if len(feasible) >= wanted:
@@ -208,10 +328,11 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
     if not feasible:
         return ScheduleResult(None, evaluated, 0, diagnosis, next_start)
     if len(feasible) == 1:
-        chosen = feasible[0].name
-    else:
-        chosen = select_host(score_nodes(scorers, pod, feasible), rng)
-    return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start)
+        return ScheduleResult(feasible[0].name, evaluated, 1, diagnosis, next_start)
+    by_plugin = score_nodes(scorers, pod, feasible)
+    chosen = select_host(total_scores(by_plugin, feasible), rng)
+    return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start,
+                          scores=by_plugin)
 
 
 def reason_histogram(statuses: Iterable[Status]) -> Counter[str]:

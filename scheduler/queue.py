@@ -47,7 +47,8 @@ def spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 def node_change_could_help(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     """Whether a node add/update may let a waiting pod fit: a new node, new labels,
-    a new Ready status, cordon/uncordon, or new taints. Heartbeats are not."""
+    a new Ready status, cordon/uncordon, new taints, or a new allocatable.
+    Heartbeats are not."""
     if old is None:
         return True
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
@@ -55,6 +56,8 @@ def node_change_could_help(old: Mapping[str, Any] | None, new: Mapping[str, Any]
         (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels")
         or bool(old_spec.get("unschedulable")) != bool(new_spec.get("unschedulable"))
         or old_spec.get("taints") != new_spec.get("taints")
+        or (old.get("status") or {}).get("allocatable")
+        != (new.get("status") or {}).get("allocatable")
         or node_condition(old, "Ready") != node_condition(new, "Ready"))
 
 

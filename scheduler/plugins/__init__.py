@@ -7,6 +7,7 @@ from scheduler.plugins import (
     least_pods,
     node_name,
     node_ready,
+    node_resources,
     node_selector,
     node_unschedulable,
     taint_toleration,
@@ -20,9 +21,14 @@ FILTERS: list[FilterPlugin] = [
     node_ready.PLUGIN,
     taint_toleration.PLUGIN,
     node_selector.PLUGIN,
+    node_resources.FIT_PLUGIN,
 ]
 
+# kube's default score plugins and weights; LeastPods is kubelite's own tie-breaker
+# (it spreads pods over nodes that report no allocatable, which kube's scores cannot).
 SCORERS: list[ScorePlugin] = [
+    node_resources.LEAST_ALLOCATED_PLUGIN,
+    node_resources.BALANCED_PLUGIN,
     least_pods.PLUGIN,
 ]
 

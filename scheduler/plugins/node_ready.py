@@ -40,4 +40,4 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return unschedulable(ERR_REASON)
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+PLUGIN = FilterPlugin(NAME, filter=fits)

@@ -22,4 +22,4 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return unschedulable(ERR_REASON, unresolvable=True)
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+PLUGIN = FilterPlugin(NAME, filter=fits)

@@ -37,4 +37,4 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return SUCCESS
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+PLUGIN = FilterPlugin(NAME, filter=fits)

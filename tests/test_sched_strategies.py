@@ -1,0 +1,194 @@
+"""The scheduling strategies end to end: a real scheduler process against a real
+apiserver on a real etcd, with API-only Nodes that carry the allocatable, labels and
+taints each test needs (no kubelet), and the real kubectl where a user would use it.
+
+The module has its own etcd and apiserver so that other modules' nodes cannot change
+the "0/N nodes" counts; every test deletes what it made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.client import ApiClient
+from common.errors import NotFound
+from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
+from tests.support import ApiServer, Etcd, Kubectl, SchedulerProcess, eventually, unique
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    etcd = Etcd(tmp_path_factory.mktemp("strategies-etcd")).start()
+    server = ApiServer(etcd, tmp_path_factory.mktemp("strategies-apiserver")).start()
+    yield server
+    server.stop()
+    etcd.stop()
+
+
+@pytest.fixture(scope="module")
+def scheduler(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[SchedulerProcess]:
+    proc = SchedulerProcess(cluster, tmp_path_factory.mktemp("strategies-scheduler")).start()
+    yield proc
+    proc.stop()
+
+
+def client_for(server: ApiServer) -> ApiClient:
+    """The one place this module builds a client from a server's address."""
+    return ApiClient(server.url)
+
+
+@pytest.fixture(scope="module")
+def kubectl(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory) -> Kubectl:
+    return Kubectl(cluster.url, Path(tmp_path_factory.mktemp("strategies-kubectl")))
+
+
+class Objects:
+    """Creates nodes and pods through the API and deletes them after the test."""
+
+    def __init__(self, client: ApiClient) -> None:
+        self.client = client
+        self.nodes: list[str] = []
+        self.pods: list[str] = []
+
+    async def node(self, name: str, *, labels: dict[str, str] | None = None,
+                   allocatable: dict[str, str] | None = None,
+                   taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        status: dict[str, Any] = {"conditions": [{"type": "Ready", "status": "True",
+                                                  "reason": "KubeletReady"}]}
+        if allocatable is not None:
+            status["allocatable"] = status["capacity"] = allocatable
+        body = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels or {}},
+                "spec": {"taints": taints} if taints else {}, "status": status}
+        await self.client.create("nodes", body)
+        self.nodes.append(name)
+        return await self.client.patch("nodes", name, {"status": status},
+                                       subresource="status")
+
+    async def pod(self, name: str, *, requests: dict[str, str] | None = None,
+                  spec: dict[str, Any] | None = None,
+                  labels: dict[str, str] | None = None) -> dict[str, Any]:
+        app: dict[str, Any] = {"name": "app", "image": "busybox:1.36"}
+        if requests:
+            app["resources"] = {"requests": requests}
+        body = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+                "spec": {"containers": [app], **(spec or {})}}
+        self.pods.append(name)
+        return await self.client.create("pods", body, namespace="default")
+
+    async def cleanup(self) -> None:
+        for name in self.pods:
+            try:
+                await self.client.delete("pods", name, namespace="default",
+                                         grace_period_seconds=0)
+            except NotFound:
+                pass
+        for name in self.nodes:
+            try:
+                await self.client.delete("nodes", name)
+            except NotFound:
+                pass
+
+
+@pytest.fixture
+async def api(cluster: ApiServer) -> AsyncIterator[ApiClient]:
+    async with client_for(cluster) as client:
+        yield client
+
+
+@pytest.fixture
+async def objects(api: ApiClient) -> AsyncIterator[Objects]:
+    made = Objects(api)
+    yield made
+    await made.cleanup()
+
+
+async def wait_bound(api: ApiClient, name: str, *, within: float = 30) -> str:
+    async def bound() -> str | None:
+        pod = await api.get("pods", name, namespace="default")
+        return (pod.get("spec") or {}).get("nodeName") or None
+    node = await eventually(bound, timeout=within, what=f"pod {name} to be bound")
+    assert node is not None
+    return node
+
+
+async def events_of(api: ApiClient, name: str) -> list[dict[str, Any]]:
+    listed = await api.list("events", namespace="default",
+                            field_selector=f"involvedObject.name={name}")
+    return list(listed.get("items") or [])
+
+
+async def wait_event(api: ApiClient, name: str, reason: str, *,
+                     message: str | None = None, within: float = 30) -> dict[str, Any]:
+    async def found() -> dict[str, Any] | None:
+        for event in await events_of(api, name):
+            if event.get("reason") == reason and message in (None, event.get("message")):
+                return event
+        return None
+    event = await eventually(found, timeout=within,
+                             what=f"{reason} event for {name}: {message or 'any'}")
+    assert event is not None
+    return event
+
+
+async def per_node_annotation(api: ApiClient, name: str, count: int) -> dict[str, str]:
+    async def explained() -> dict[str, str] | None:
+        pod = await api.get("pods", name, namespace="default")
+        text = (pod["metadata"].get("annotations") or {}).get(UNSCHEDULABLE_NODES_ANNOTATION)
+        reasons = json.loads(text or "{}")
+        return reasons if len(reasons) == count else None
+    reasons = await eventually(explained, timeout=30, what=f"{name}'s per-node reasons")
+    assert reasons is not None
+    return reasons
+
+
+# -- NodeResourcesFit ------------------------------------------------------------------
+
+
+async def test_requests_pick_the_node_with_room_and_growing_allocatable_admits_a_waiter(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    small, big = unique("small"), unique("big")
+    await objects.node(small, allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"})
+    await objects.node(big, allocatable={"cpu": "4", "memory": "8Gi", "pods": "10"})
+
+    await objects.pod("needs-two-cpus", requests={"cpu": "2", "memory": "1Gi"})
+    assert await wait_bound(api, "needs-two-cpus") == big
+
+    # 3 more cpus fit nowhere now (big has 2 left): kube's counted message.
+    await objects.pod("needs-three-cpus", requests={"cpu": "3"})
+    await wait_event(api, "needs-three-cpus", "FailedScheduling",
+                     message="0/2 nodes are available: 2 Insufficient cpu.")
+    assert await per_node_annotation(api, "needs-three-cpus", 2) == {
+        small: "Insufficient cpu", big: "Insufficient cpu"}
+
+    # The small node grows (a kubelet restarted with more cpus): the waiting pod is
+    # retried at once because of that node event.
+    before = scheduler.log_count(f"node {small} changed: 1 waiting pod(s)")
+    await api.patch("nodes", small, {"status": {"allocatable": {
+        "cpu": "8", "memory": "1Gi", "pods": "10"}}}, subresource="status")
+    assert await wait_bound(api, "needs-three-cpus", within=20) == small
+    assert scheduler.log_count(f"node {small} changed: 1 waiting pod(s)") > before
+
+
+async def test_init_containers_count_as_their_max_and_pods_are_limited(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    one = unique("one-pod")
+    await objects.node(one, allocatable={"cpu": "2", "memory": "1Gi", "pods": "1"})
+    # The init container's 3 cpus do not fit in 2, though the app's 1 would.
+    await objects.pod("init-heavy", requests={"cpu": "1"}, spec={"initContainers": [
+        {"name": "setup", "image": "busybox:1.36", "resources": {"requests": {"cpu": "3"}}}]})
+    await wait_event(api, "init-heavy", "FailedScheduling",
+                     message="0/1 nodes are available: 1 Insufficient cpu.")
+
+    await objects.pod("first", requests={"cpu": "1"})
+    assert await wait_bound(api, "first") == one
+    await objects.pod("second")
+    await wait_event(api, "second", "FailedScheduling",
+                     message="0/1 nodes are available: 1 Too many pods.")
