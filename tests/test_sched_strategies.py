@@ -192,3 +192,50 @@ async def test_init_containers_count_as_their_max_and_pods_are_limited(
     await objects.pod("second")
     await wait_event(api, "second", "FailedScheduling",
                      message="0/1 nodes are available: 1 Too many pods.")
+
+
+# -- NodeAffinity ----------------------------------------------------------------------
+
+
+def required(*terms: dict[str, Any]) -> dict[str, Any]:
+    return {"affinity": {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}}
+
+
+async def test_node_affinity_required_preferred_and_match_fields(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    zone = unique("zone")
+    a, b, c = unique("aff-a"), unique("aff-b"), unique("aff-c")
+    await objects.node(a, labels={zone: "a", "disk": "hdd", "cores": "8"})
+    await objects.node(b, labels={zone: "b", "disk": "ssd", "cores": "16"})
+    await objects.node(c, labels={zone: "c", "disk": "ssd", "cores": "32"})
+
+    # Required: zone a or b; preferred: ssd (only b is both).
+    spec = required({"matchExpressions": [{"key": zone, "operator": "In",
+                                           "values": ["a", "b"]}]})
+    spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [
+        {"weight": 80, "preference": {"matchExpressions": [
+            {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]
+    for i in range(3):
+        await objects.pod(f"prefers-ssd-{i}", spec=spec)
+        assert await wait_bound(api, f"prefers-ssd-{i}") == b
+
+    # Gt on a label, NotIn, and matchFields on the node's name, ORed across terms.
+    await objects.pod("gt", spec=required({"matchExpressions": [
+        {"key": "cores", "operator": "Gt", "values": ["20"]}]}))
+    assert await wait_bound(api, "gt") == c
+    await objects.pod("by-name", spec=required(
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [a]}]},
+        {"matchExpressions": [{"key": zone, "operator": "In", "values": ["nowhere"]}]}))
+    assert await wait_bound(api, "by-name") == a
+
+    # nodeSelector and required affinity together: both must hold, kube's one reason.
+    await objects.pod("contradiction", spec={
+        "nodeSelector": {zone: "a"},
+        **required({"matchExpressions": [{"key": "disk", "operator": "NotIn",
+                                          "values": ["hdd"]}]})})
+    await wait_event(api, "contradiction", "FailedScheduling", message=(
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."))
+    # A label added to the node: the pod is retried at once and lands.
+    await api.patch("nodes", a, {"metadata": {"labels": {"disk": "nvme"}}})
+    assert await wait_bound(api, "contradiction", within=20) == a

@@ -32,9 +32,9 @@ from scheduler.plugins import (
     FILTERS,
     SCORERS,
     least_pods,
+    node_affinity,
     node_name,
     node_ready,
-    node_selector,
     node_unschedulable,
     taint_toleration,
 )
@@ -100,7 +100,7 @@ NODE_SELECTOR_CASES = [
                          ids=[c[0] for c in NODE_SELECTOR_CASES])
 def test_node_selector(case: str, selector: dict[str, str] | None, labels: dict[str, str],
                        fits: bool) -> None:
-    status = node_selector.fits(make_pod(node_selector_=selector),
+    status = node_affinity.fits(make_pod(node_selector_=selector),
                                 info(make_node("n", labels=labels)))
     assert status.is_success is fits
     if not fits:
@@ -224,9 +224,10 @@ def test_least_pods_normalize(counts: dict[str, int], expected: dict[str, int]) 
 def test_registry_lists_every_plugin_once() -> None:
     names = [p.name for p in FILTERS]
     assert names == ["NodeUnschedulable", "NodeName", "NodeReady", "TaintToleration",
-                     "NodeSelector", "NodeResourcesFit"]
+                     "NodeAffinity", "NodeResourcesFit"]
     assert [p.name for p in SCORERS] == ["NodeResourcesFit",
-                                         "NodeResourcesBalancedAllocation", "LeastPods"]
+                                         "NodeResourcesBalancedAllocation", "NodeAffinity",
+                                         "LeastPods"]
 
 
 # -- framework: filters, message, choice ---------------------------------------------------

@@ -5,10 +5,10 @@ from __future__ import annotations
 from scheduler.framework import FilterPlugin, ScorePlugin
 from scheduler.plugins import (
     least_pods,
+    node_affinity,
     node_name,
     node_ready,
     node_resources,
-    node_selector,
     node_unschedulable,
     taint_toleration,
 )
@@ -20,7 +20,7 @@ FILTERS: list[FilterPlugin] = [
     node_name.PLUGIN,
     node_ready.PLUGIN,
     taint_toleration.PLUGIN,
-    node_selector.PLUGIN,
+    node_affinity.FILTER,
     node_resources.FIT_PLUGIN,
 ]
 
@@ -29,6 +29,7 @@ FILTERS: list[FilterPlugin] = [
 SCORERS: list[ScorePlugin] = [
     node_resources.LEAST_ALLOCATED_PLUGIN,
     node_resources.BALANCED_PLUGIN,
+    node_affinity.SCORE,
     least_pods.PLUGIN,
 ]
 
