@@ -84,6 +84,8 @@ class NodeInfo:
     non_zero_requested: Resources = ZERO
     name: str = field(init=False)
     allocatable: Allocatable = field(init=False)
+    # Whether any taint is PreferNoSchedule (so scoring can skip nodes without one).
+    prefers_no_schedule: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.set_node(self.node)
@@ -92,6 +94,9 @@ class NodeInfo:
         self.node = node
         self.name = str((node.get("metadata") or {}).get("name") or "")
         self.allocatable = node_allocatable(node)
+        self.prefers_no_schedule = any(
+            taint.get("effect") == "PreferNoSchedule"
+            for taint in (node.get("spec") or {}).get("taints") or ())
 
     @property
     def pod_count(self) -> int:

@@ -190,7 +190,9 @@ LEAST_CASES = [
      {"a": (40 + 75) // 2, "b": (70 + 75) // 2}),
     ("requested beyond capacity scores 0", pod(container(cpu="8", memory="1Mi")),
      [node("a", cpu="4", memory="100Mi")], {"a": (0 + 99) // 2}),
-    ("a node without allocatable scores 0", pod(container(cpu="1")), [node("a")], {"a": 0}),
+    ("no node reports allocatable: skipped", pod(container(cpu="1")), [node("a")], {}),
+    ("a node without allocatable among sized ones scores 0", pod(container(cpu="1")),
+     [node("a"), node("b", cpu="2", memory="1Gi")], {"a": 0, "b": (50 + 80) // 2}),
 ]
 
 

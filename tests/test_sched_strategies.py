@@ -239,3 +239,48 @@ async def test_node_affinity_required_preferred_and_match_fields(
     # A label added to the node: the pod is retried at once and lands.
     await api.patch("nodes", a, {"metadata": {"labels": {"disk": "nvme"}}})
     assert await wait_bound(api, "contradiction", within=20) == a
+
+
+# -- TaintToleration -------------------------------------------------------------------
+
+
+async def test_kubectl_taint_filters_tolerations_admit_and_prefer_no_schedule_scores(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess,
+        kubectl: Kubectl) -> None:
+    key = unique("pool")
+    t1, t2 = unique("taint-1"), unique("taint-2")
+    await objects.node(t1, labels={key: "x"})
+    await objects.node(t2, labels={key: "x"})
+    assert kubectl("taint", "nodes", t1, "dedicated=gpu:NoSchedule").strip() == (
+        f"node/{t1} tainted")
+    kubectl("taint", "nodes", t2, "maintenance=soon:NoExecute")
+
+    await objects.pod("untolerated", spec={"nodeSelector": {key: "x"}})
+    await wait_event(api, "untolerated", "FailedScheduling", message=(
+        "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "1 node(s) had untolerated taint {maintenance: soon}."))
+    assert await per_node_annotation(api, "untolerated", 2) == {
+        t1: "had untolerated taint {dedicated: gpu}",
+        t2: "had untolerated taint {maintenance: soon}"}
+
+    await objects.pod("tolerates-gpu", spec={"nodeSelector": {key: "x"}, "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]})
+    assert await wait_bound(api, "tolerates-gpu") == t1
+
+    # Removing the taint retries the waiting pod at once (that node event moves it).
+    before = scheduler.log_count(f"node {t2} changed: 1 waiting pod(s)")
+    assert kubectl("taint", "nodes", t2, "maintenance-").strip() == f"node/{t2} untainted"
+    assert await wait_bound(api, "untolerated", within=20) == t2
+    assert scheduler.log_count(f"node {t2} changed: 1 waiting pod(s)") > before
+
+    # PreferNoSchedule never filters, but the node without it wins (weight 3).
+    kubectl("taint", "nodes", t1, "dedicated-")
+    kubectl("taint", "nodes", t2, "slow=yes:PreferNoSchedule")
+    for i in range(3):
+        await objects.pod(f"avoids-slow-{i}", spec={"nodeSelector": {key: "x"}})
+        assert await wait_bound(api, f"avoids-slow-{i}") == t1
+    await objects.pod("only-slow", spec={"nodeSelector": {key: "x"}, "affinity": {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [t2]}]}]}}}})
+    assert await wait_bound(api, "only-slow") == t2

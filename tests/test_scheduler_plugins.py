@@ -225,7 +225,7 @@ def test_registry_lists_every_plugin_once() -> None:
     names = [p.name for p in FILTERS]
     assert names == ["NodeUnschedulable", "NodeName", "NodeReady", "TaintToleration",
                      "NodeAffinity", "NodeResourcesFit"]
-    assert [p.name for p in SCORERS] == ["NodeResourcesFit",
+    assert [p.name for p in SCORERS] == ["TaintToleration", "NodeResourcesFit",
                                          "NodeResourcesBalancedAllocation", "NodeAffinity",
                                          "LeastPods"]
 

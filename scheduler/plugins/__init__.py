@@ -27,6 +27,7 @@ FILTERS: list[FilterPlugin] = [
 # kube's default score plugins and weights; LeastPods is kubelite's own tie-breaker
 # (it spreads pods over nodes that report no allocatable, which kube's scores cannot).
 SCORERS: list[ScorePlugin] = [
+    taint_toleration.SCORE,
     node_resources.LEAST_ALLOCATED_PLUGIN,
     node_resources.BALANCED_PLUGIN,
     node_affinity.SCORE,

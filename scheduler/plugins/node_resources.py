@@ -134,14 +134,20 @@ def balanced_allocation(request: Resources, node_info: NodeInfo) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc:
+def any_limited(feasible: Sequence[NodeInfo]) -> bool:
+    return any(info.allocatable.limited for info in feasible)
+
+
+def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+    if not any_limited(feasible):
+        return None  # nothing known about any node's size: every one would score 0
     request = pod_requests(pod, non_zero=True)
     return lambda _pod, node_info: least_allocated(request, node_info)
 
 
 def pre_score_balanced(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
     request = pod_requests(pod)
-    if not any(request.get(name) for name in SCORED_RESOURCES):
+    if not any(request.get(name) for name in SCORED_RESOURCES) or not any_limited(feasible):
         return None  # kube skips pods that request none of the scored resources
     return lambda _pod, node_info: balanced_allocation(request, node_info)
 
