@@ -14,10 +14,11 @@ from __future__ import annotations
 import enum
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from scheduler.labels import NOTHING, Selector
 from scheduler.resources import ZERO, Allocatable, Resources, node_allocatable, pod_requests
 
 Pod = Mapping[str, Any]
@@ -79,6 +80,10 @@ class NodeInfo:
 
     node: Node
     pods: dict[str, Pod] = field(default_factory=dict)  # pod key -> pod
+    # The pods with pod affinity or anti-affinity terms (kube's PodsWithAffinity), and
+    # those with required anti-affinity: what InterPodAffinity visits for other pods.
+    pods_with_affinity: dict[str, Pod] = field(default_factory=dict)
+    pods_with_required_anti_affinity: dict[str, Pod] = field(default_factory=dict)
     requested: Resources = ZERO
     # As `requested`, with kube's defaults for containers that request no cpu/memory.
     non_zero_requested: Resources = ZERO
@@ -105,15 +110,42 @@ class NodeInfo:
     def add_pod(self, key: str, pod: Pod) -> None:
         self.remove_pod(key)
         self.pods[key] = pod
+        affinity = (pod.get("spec") or {}).get("affinity") or {}
+        if affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
+            self.pods_with_affinity[key] = pod
+            if (affinity.get("podAntiAffinity") or {}).get(
+                    "requiredDuringSchedulingIgnoredDuringExecution"):
+                self.pods_with_required_anti_affinity[key] = pod
         self.requested = self.requested + pod_requests(pod)
         self.non_zero_requested = self.non_zero_requested + pod_requests(pod, non_zero=True)
 
     def remove_pod(self, key: str) -> None:
         pod = self.pods.pop(key, None)
+        self.pods_with_affinity.pop(key, None)
+        self.pods_with_required_anti_affinity.pop(key, None)
         if pod is not None:
             self.requested = self.requested - pod_requests(pod)
             self.non_zero_requested = (self.non_zero_requested
                                        - pod_requests(pod, non_zero=True))
+
+
+def _no_default_selector(pod: Pod) -> Selector:
+    return NOTHING
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What a cycle's PreFilter and PreScore may look at beyond the pod: every node,
+    the namespaces' labels (for namespaceSelector), and the selector of the Services
+    and workloads a pod belongs to (for PodTopologySpread's default constraints)."""
+
+    nodes: Sequence[NodeInfo]
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    default_selector: Callable[[Pod], Selector] = _no_default_selector
+
+
+def as_cluster(nodes: Cluster | Sequence[NodeInfo]) -> Cluster:
+    return nodes if isinstance(nodes, Cluster) else Cluster(nodes)
 
 
 class FilterFunc(Protocol):
@@ -125,8 +157,7 @@ class PreFilterFunc(Protocol):
     once (its requests, its terms, counts over all nodes), None when the plugin has
     nothing to check for this pod (kube's Skip), or a Status rejecting every node."""
 
-    def __call__(self, pod: Pod, nodes: Sequence[NodeInfo], /
-                 ) -> FilterFunc | Status | None: ...
+    def __call__(self, pod: Pod, cluster: Cluster, /) -> FilterFunc | Status | None: ...
 
 
 class ScoreFunc(Protocol):
@@ -136,7 +167,8 @@ class ScoreFunc(Protocol):
 class PreScoreFunc(Protocol):
     """Once per cycle (kube's PreScore): the pod's score function, None to skip."""
 
-    def __call__(self, pod: Pod, feasible: Sequence[NodeInfo], /) -> ScoreFunc | None: ...
+    def __call__(self, pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster, /
+                 ) -> ScoreFunc | None: ...
 
 
 class NormalizeFunc(Protocol):
@@ -153,9 +185,10 @@ class FilterPlugin:
     filter: FilterFunc | None = None
     pre_filter: PreFilterFunc | None = None
 
-    def prepare(self, pod: Pod, nodes: Sequence[NodeInfo]) -> FilterFunc | Status | None:
+    def prepare(self, pod: Pod, nodes: Cluster | Sequence[NodeInfo]
+                ) -> FilterFunc | Status | None:
         if self.pre_filter is not None:
-            return self.pre_filter(pod, nodes)
+            return self.pre_filter(pod, as_cluster(nodes))
         return self.filter
 
 
@@ -167,9 +200,10 @@ class ScorePlugin:
     weight: int = 1
     pre_score: PreScoreFunc | None = None
 
-    def prepare(self, pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+    def prepare(self, pod: Pod, feasible: Sequence[NodeInfo],
+                cluster: Cluster | None = None) -> ScoreFunc | None:
         if self.pre_score is not None:
-            return self.pre_score(pod, feasible)
+            return self.pre_score(pod, feasible, cluster or Cluster(feasible))
         return self.score
 
 
@@ -218,13 +252,14 @@ class ScheduleResult:
 PreparedFilter = tuple[str, FilterFunc]
 
 
-def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod, nodes: Sequence[NodeInfo]
-                    ) -> list[PreparedFilter] | Status:
+def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod,
+                    nodes: Cluster | Sequence[NodeInfo]) -> list[PreparedFilter] | Status:
     """Every filter readied for this pod (skipped ones left out), or the first PreFilter
     status that rejects every node (named after its plugin)."""
     prepared: list[PreparedFilter] = []
+    cluster = as_cluster(nodes)
     for plugin in filters:
-        ready = plugin.prepare(pod, nodes)
+        ready = plugin.prepare(pod, cluster)
         if ready is None:
             continue
         if isinstance(ready, Status):
@@ -245,7 +280,7 @@ def run_prepared(prepared: Iterable[PreparedFilter], pod: Pod, node_info: NodeIn
 
 
 def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo,
-                nodes: Sequence[NodeInfo] | None = None) -> Status:
+                nodes: Cluster | Sequence[NodeInfo] | None = None) -> Status:
     """Every filter on one node; `nodes` is the snapshot PreFilters count over."""
     prepared = prepare_filters(filters, pod, [node_info] if nodes is None else nodes)
     if isinstance(prepared, Status):
@@ -264,12 +299,13 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
     return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod,
-                feasible: Sequence[NodeInfo]) -> dict[str, dict[str, int]]:
+def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod, feasible: Sequence[NodeInfo],
+                cluster: Cluster | None = None) -> dict[str, dict[str, int]]:
     """Each score plugin's weighted (normalized) score, by plugin then node name."""
     by_plugin: dict[str, dict[str, int]] = {}
+    cluster = cluster or Cluster(feasible)
     for plugin in scorers:
-        score = plugin.prepare(pod, feasible)
+        score = plugin.prepare(pod, feasible, cluster)
         if score is None:
             continue
         raw = {info.name: score(pod, info) for info in feasible}
@@ -296,12 +332,15 @@ def select_host(scores: Mapping[str, int], rng: random.Random) -> str:
 def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
                  filters: Sequence[FilterPlugin], scorers: Sequence[ScorePlugin],
                  rng: random.Random, start_index: int = 0,
-                 percentage_of_nodes_to_score: int = 0) -> ScheduleResult:
-    """Pick a node for `pod`, or explain why there is none."""
+                 percentage_of_nodes_to_score: int = 0,
+                 cluster: Cluster | None = None) -> ScheduleResult:
+    """Pick a node for `pod`, or explain why there is none. `cluster` carries what
+    PreFilters need beyond the nodes (namespaces' labels, default selectors)."""
     total = len(nodes)
     if total == 0:
         return ScheduleResult(None, 0, 0, Diagnosis())
-    prepared = prepare_filters(filters, pod, nodes)
+    cluster = cluster or Cluster(nodes)
+    prepared = prepare_filters(filters, pod, cluster)
     if isinstance(prepared, Status):
         if prepared.code is Code.ERROR:
             return ScheduleResult(None, 0, 0, Diagnosis({}, total), error=(
@@ -334,7 +373,7 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
         return ScheduleResult(None, evaluated, 0, diagnosis, next_start)
     if len(feasible) == 1:
         return ScheduleResult(feasible[0].name, evaluated, 1, diagnosis, next_start)
-    by_plugin = score_nodes(scorers, pod, feasible)
+    by_plugin = score_nodes(scorers, pod, feasible, cluster)
     chosen = select_host(total_scores(by_plugin, feasible), rng)
     return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start,
                           scores=by_plugin)
@@ -380,6 +419,30 @@ def per_node_reasons(diagnosis: Diagnosis, *, limit: int = 100) -> dict[str, str
     if len(names) > limit:
         explained["..."] = f"{len(names) - limit} more node(s) not shown"
     return explained
+
+
+def score_summary(by_plugin: Mapping[str, Mapping[str, int]], chosen: str, *,
+                  limit: int = 3) -> str:
+    """Beyond kube: how the best nodes scored, for the `Scheduled` event.
+
+    "Scores of 3 feasible nodes: large 253 (NodeAffinity 200, NodeResourcesFit 53),
+    small 195 (...), ..." — the chosen node first, then by total; each plugin's weighted
+    share, leaving out the zeros. Empty when nothing was scored (one feasible node).
+    """
+    totals: dict[str, int] = {}
+    for scores in by_plugin.values():
+        for name, value in scores.items():
+            totals[name] = totals.get(name, 0) + value
+    if not totals:
+        return ""
+    ranked = sorted(totals, key=lambda name: (name != chosen, -totals[name], name))
+    parts = []
+    for name in ranked[:limit]:
+        shares = ", ".join(f"{plugin} {scores[name]}" for plugin, scores in by_plugin.items()
+                           if scores.get(name))
+        parts.append(f"{name} {totals[name]}" + (f" ({shares})" if shares else ""))
+    more = f", and {len(ranked) - limit} more" if len(ranked) > limit else ""
+    return f"Scores of {len(ranked)} feasible nodes: {', '.join(parts)}{more}"
 
 
 def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, *, key: str, effect: str,

@@ -224,9 +224,11 @@ def test_least_pods_normalize(counts: dict[str, int], expected: dict[str, int]) 
 def test_registry_lists_every_plugin_once() -> None:
     names = [p.name for p in FILTERS]
     assert names == ["NodeUnschedulable", "NodeName", "NodeReady", "TaintToleration",
-                     "NodeAffinity", "NodeResourcesFit"]
+                     "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
+                     "InterPodAffinity"]
     assert [p.name for p in SCORERS] == ["TaintToleration", "NodeResourcesFit",
                                          "NodeResourcesBalancedAllocation", "NodeAffinity",
+                                         "PodTopologySpread", "InterPodAffinity",
                                          "LeastPods"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from scheduler.framework import FilterPlugin, ScorePlugin
 from scheduler.plugins import (
+    interpod_affinity,
     least_pods,
     node_affinity,
     node_name,
@@ -11,6 +12,7 @@ from scheduler.plugins import (
     node_resources,
     node_unschedulable,
     taint_toleration,
+    topology_spread,
 )
 
 # kube-scheduler's default order (NodeReady stands where kube's not-ready taint is
@@ -22,6 +24,8 @@ FILTERS: list[FilterPlugin] = [
     taint_toleration.PLUGIN,
     node_affinity.FILTER,
     node_resources.FIT_PLUGIN,
+    topology_spread.FILTER,
+    interpod_affinity.FILTER,
 ]
 
 # kube's default score plugins and weights; LeastPods is kubelite's own tie-breaker
@@ -31,6 +35,8 @@ SCORERS: list[ScorePlugin] = [
     node_resources.LEAST_ALLOCATED_PLUGIN,
     node_resources.BALANCED_PLUGIN,
     node_affinity.SCORE,
+    topology_spread.SCORE,
+    interpod_affinity.SCORE,
     least_pods.PLUGIN,
 ]
 

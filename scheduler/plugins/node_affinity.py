@@ -18,6 +18,7 @@ from typing import Any
 
 from scheduler.framework import (
     SUCCESS,
+    Cluster,
     FilterFunc,
     FilterPlugin,
     NodeInfo,
@@ -110,7 +111,7 @@ def matches(pod: Pod, node: Mapping[str, Any]) -> bool:
             and (terms is None or any_term_matches(terms, node)))
 
 
-def pre_filter(pod: Pod, nodes: Sequence[NodeInfo]) -> FilterFunc | None:
+def pre_filter(pod: Pod, cluster: Cluster) -> FilterFunc | None:
     selector = (pod.get("spec") or {}).get("nodeSelector") or {}
     terms = required_terms(pod)
     if not selector and terms is None:
@@ -140,7 +141,7 @@ def preferred_score(terms: Sequence[Mapping[str, Any]], node: Mapping[str, Any])
     return total
 
 
-def pre_score(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+def pre_score(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster) -> ScoreFunc | None:
     terms = node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
     if not terms:
         return None

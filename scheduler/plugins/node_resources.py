@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from scheduler.framework import (
     MAX_NODE_SCORE,
     SUCCESS,
+    Cluster,
     Code,
     FilterFunc,
     FilterPlugin,
@@ -84,7 +85,7 @@ def fit_filter(request: Resources) -> FilterFunc:
     return fits
 
 
-def pre_filter(pod: Pod, nodes: Sequence[NodeInfo]) -> FilterFunc | None:
+def pre_filter(pod: Pod, cluster: Cluster) -> FilterFunc | None:
     return fit_filter(pod_requests(pod))
 
 
@@ -138,14 +139,16 @@ def any_limited(feasible: Sequence[NodeInfo]) -> bool:
     return any(info.allocatable.limited for info in feasible)
 
 
-def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
+                    ) -> ScoreFunc | None:
     if not any_limited(feasible):
         return None  # nothing known about any node's size: every one would score 0
     request = pod_requests(pod, non_zero=True)
     return lambda _pod, node_info: least_allocated(request, node_info)
 
 
-def pre_score_balanced(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+def pre_score_balanced(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
+                       ) -> ScoreFunc | None:
     request = pod_requests(pod)
     if not any(request.get(name) for name in SCORED_RESOURCES) or not any_limited(feasible):
         return None  # kube skips pods that request none of the scored resources

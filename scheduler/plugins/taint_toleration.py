@@ -15,6 +15,7 @@ from typing import Any
 
 from scheduler.framework import (
     SUCCESS,
+    Cluster,
     FilterPlugin,
     NodeInfo,
     Pod,
@@ -61,7 +62,7 @@ def intolerable_prefer_no_schedule(tolerations: Sequence[Mapping[str, Any]],
     return count
 
 
-def pre_score(pod: Pod, feasible: Sequence[NodeInfo]) -> ScoreFunc | None:
+def pre_score(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster) -> ScoreFunc | None:
     if not any(info.prefers_no_schedule for info in feasible):
         return None  # every node would score the same
     tolerations = [t for t in (pod.get("spec") or {}).get("tolerations") or ()
