@@ -40,11 +40,13 @@ from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
 from scheduler.framework import (
+    Cluster,
     FilterPlugin,
     ScorePlugin,
     per_node_reasons,
     run_filters,
     schedule_one,
+    score_summary,
 )
 from scheduler.plugins import FILTERS, SCORERS
 from scheduler.pods import (
@@ -55,7 +57,15 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
-from scheduler.queue import QueuedPod, SchedulingQueue, node_change_could_help
+from scheduler.queue import (
+    NODE_ADDED,
+    NODE_CHANGED,
+    POD_ADDED,
+    POD_DELETED,
+    QueuedPod,
+    SchedulingQueue,
+    node_change_could_help,
+)
 from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, Endpoints, listen, serving
 
 log = logging.getLogger("scheduler")
@@ -111,9 +121,15 @@ class Scheduler:
                               on_update=self._on_node_updated, on_delete=self.cache.remove_node,
                               name="nodes")
         self.assigned = Informer(client, "pods", field_selector=ASSIGNED_PODS_SELECTOR,
-                                 on_add=self.cache.set_pod,
+                                 on_add=self._on_assigned_pod_added,
                                  on_update=lambda _old, new: self.cache.set_pod(new),
-                                 on_delete=self.cache.remove_pod, name="assigned pods")
+                                 on_delete=self._on_assigned_pod_deleted,
+                                 name="assigned pods")
+        # Namespace labels, for pod (anti-)affinity terms with a namespaceSelector.
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.namespaces = Informer(client, "namespaces", on_add=self._on_namespace,
+                                   on_update=lambda _old, new: self._on_namespace(new),
+                                   on_delete=self._on_namespace_deleted, name="namespaces")
         self.unbound = Informer(client, "pods",
                                 field_selector=unbound_pods_selector(options.scheduler_name),
                                 on_add=self._on_pod_added, on_update=self._on_pod_updated,
@@ -143,34 +159,63 @@ class Scheduler:
         uid = (pod.get("metadata") or {}).get("uid")
         return seen is not None and (seen.get("metadata") or {}).get("uid") == uid
 
+    def _on_namespace(self, namespace: dict[str, Any]) -> None:
+        meta = namespace.get("metadata") or {}
+        self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+
+    def _on_namespace_deleted(self, namespace: dict[str, Any]) -> None:
+        self.namespace_labels.pop(str((namespace.get("metadata") or {}).get("name")), None)
+
+    def cluster(self) -> Cluster:
+        return Cluster(self.cache.node_infos(), self.namespace_labels)
+
     def _on_node_added(self, node: dict[str, Any]) -> None:
         self.cache.set_node(node)
-        self._retry_pods_fitting(node)
+        self._retry_pods_fitting(str(node["metadata"]["name"]), NODE_ADDED,
+                                 f"node {node['metadata']['name']} changed")
 
     def _on_node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self.cache.set_node(new)
         if node_change_could_help(old, new):
-            self._retry_pods_fitting(new)
+            self._retry_pods_fitting(str(new["metadata"]["name"]), NODE_CHANGED,
+                                     f"node {new['metadata']['name']} changed")
 
-    def _retry_pods_fitting(self, node: dict[str, Any]) -> None:
-        info = self.cache.get_node(str(node["metadata"]["name"]))
+    def _on_assigned_pod_added(self, pod: dict[str, Any]) -> None:
+        self.cache.set_pod(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and self.queue.has_unschedulable():
+            self._retry_pods_fitting(str(node), POD_ADDED,
+                                     f"pod {pod_key(pod)} was placed on {node}")
+
+    def _on_assigned_pod_deleted(self, pod: dict[str, Any]) -> None:
+        node = self.cache.remove_pod(pod)
+        if node and self.queue.has_unschedulable():
+            self._retry_pods_fitting(node, POD_DELETED,
+                                     f"pod {pod_key(pod)} left {node}")
+
+    def _retry_pods_fitting(self, node_name: str, event: str, what: str) -> None:
+        """Move the waiting pods whose rejecting plugins care about `event` and that
+        now fit the node it touched (kube's QueueingHint: Queue, or Skip)."""
+        info = self.cache.get_node(node_name)
         if info is None:
             return
+        cluster = self.cluster()
         moved = self.queue.move_matching(
-            lambda pod: run_filters(self.filters, pod, info).is_success)
+            lambda pod: run_filters(self.filters, pod, info, cluster).is_success,
+            event=event)
         if moved:
-            log.info("node %s changed: %d waiting pod(s) now fit it, retrying them",
-                     info.name, moved)
+            log.info("%s: %d waiting pod(s) now fit it, retrying them", what, moved)
 
     # -- the loop -----------------------------------------------------------------------
 
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         """Start the informers, wait for nodes and placed pods (and for `leading`, when
         elections are on), then schedule forever."""
-        informers = [self.nodes, self.assigned, self.unbound]
+        informers = [self.nodes, self.assigned, self.unbound, self.namespaces]
         tasks = [asyncio.create_task(i.run(), name=i.name) for i in informers]
         try:
-            await asyncio.gather(self.nodes.wait_synced(), self.assigned.wait_synced())
+            await asyncio.gather(self.nodes.wait_synced(), self.assigned.wait_synced(),
+                                 self.namespaces.wait_synced())
             log.info("caches synced: %d node(s); scheduling pods with schedulerName=%s",
                      len(self.cache.node_infos()), self.options.scheduler_name)
             if leading is not None:
@@ -209,12 +254,16 @@ class Scheduler:
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
                               percentage_of_nodes_to_score=(
-                                  self.options.percentage_of_nodes_to_score))
+                                  self.options.percentage_of_nodes_to_score),
+                              cluster=self.cluster())
         self.next_start_index = result.next_start_index
         if result.node_name is None:
             unschedulable = result.error is None
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
-            retry_in = self.queue.failed(item, unschedulable=unschedulable)
+            rejected_by = frozenset(status.plugin for status in
+                                    result.diagnosis.node_statuses.values())
+            retry_in = self.queue.failed(item, unschedulable=unschedulable,
+                                         rejected_by=rejected_by)
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, result.message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
@@ -223,7 +272,8 @@ class Scheduler:
         self.cache.assume(pod, result.node_name)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
                f"node(s), attempt {item.attempts + 1}")
-        self._start(self._bind(item, result.node_name, how))
+        self._start(self._bind(item, result.node_name, how,
+                               score_summary(result.scores, result.node_name)))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.create_task(self._in_slot(work))
@@ -240,7 +290,7 @@ class Scheduler:
 
     # -- API writes -----------------------------------------------------------------------
 
-    async def _bind(self, item: QueuedPod, node: str, how: str) -> None:
+    async def _bind(self, item: QueuedPod, node: str, how: str, scores: str = "") -> None:
         pod = item.pod
         namespace, name = item.key.split("/", 1)
         try:
@@ -271,9 +321,11 @@ class Scheduler:
         self.cache.finish_binding(pod)
         self.queue.done(item)
         message = f"Successfully assigned {item.key} to {node}"
-        log.info("%s (%s, %.2fs after it was queued)", message, how,
-                 self.queue.clock() - item.first_queued)
-        await self.recorder.event(pod, "Normal", "Scheduled", message)
+        log.info("%s (%s, %.2fs after it was queued)%s", message, how,
+                 self.queue.clock() - item.first_queued, f"; {scores}" if scores else "")
+        # kube's first sentence, unchanged; then, beyond kube, how the nodes scored.
+        await self.recorder.event(pod, "Normal", "Scheduled",
+                                  f"{message}. {scores}" if scores else message)
         if annotation_patch(pod, None) is not None:
             await self._patch(pod, {"metadata": {"annotations": {
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
@@ -306,7 +358,8 @@ class Scheduler:
     # -- what the HTTP endpoint reports ----------------------------------------------------
 
     def unsynced_informers(self) -> list[str]:
-        return [i.name for i in (self.nodes, self.assigned, self.unbound) if not i.has_synced]
+        return [i.name for i in (self.nodes, self.assigned, self.unbound, self.namespaces)
+                if not i.has_synced]
 
     def metrics_snapshot(self, elector: LeaderElector | None = None
                          ) -> metrics.MetricsSnapshot:

@@ -284,3 +284,89 @@ async def test_kubectl_taint_filters_tolerations_admit_and_prefer_no_schedule_sc
             "nodeSelectorTerms": [{"matchFields": [
                 {"key": "metadata.name", "operator": "In", "values": [t2]}]}]}}}})
     assert await wait_bound(api, "only-slow") == t2
+
+
+# -- InterPodAffinity, PodTopologySpread, requeueing on pod events, scores ---------------
+
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def anti_affinity(app: str, key: str = HOSTNAME) -> dict[str, Any]:
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}]}}}
+
+
+async def test_anti_affinity_spreads_replicas_and_a_deleted_replica_frees_its_node(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    app = unique("web")
+    names = [unique("spread") for _ in range(3)]
+    for name in names:
+        await objects.node(name, labels={HOSTNAME: name})
+    for i in range(3):
+        await objects.pod(f"{app}-{i}", labels={"app": app}, spec=anti_affinity(app))
+    placed = [await wait_bound(api, f"{app}-{i}") for i in range(3)]
+    assert sorted(placed) == sorted(names)  # one per node
+
+    await objects.pod(f"{app}-3", labels={"app": app}, spec=anti_affinity(app))
+    await wait_event(api, f"{app}-3", "FailedScheduling", message=(
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."))
+    # A pod without anti-affinity of its own is kept out by theirs (symmetry).
+    await objects.pod(f"{app}-plain", labels={"app": app})
+    await wait_event(api, f"{app}-plain", "FailedScheduling", message=(
+        "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity "
+        "rules."))
+
+    # Deleting one replica retries the waiting pods at once: the deletion event moved them.
+    freed = placed[0]
+    await api.delete("pods", f"{app}-0", namespace="default", grace_period_seconds=0)
+    async def first_waiter_bound() -> str | None:
+        for name in (f"{app}-3", f"{app}-plain"):
+            pod = await api.get("pods", name, namespace="default")
+            if (pod.get("spec") or {}).get("nodeName"):
+                return str(pod["spec"]["nodeName"])
+        return None
+    assert await eventually(first_waiter_bound, timeout=20, what="a waiter bound") == freed
+    assert scheduler.log_count(f"pod default/{app}-0 left {freed}: ") >= 1
+
+
+async def test_topology_spread_over_zones_and_the_scores_in_the_scheduled_event(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    app = unique("zoned")
+    nodes = {unique("za"): "a", unique("za"): "a", unique("zb"): "b"}
+    for name, zone in nodes.items():
+        await objects.node(name, labels={HOSTNAME: name, ZONE: f"{app}-{zone}"})
+    spread = {"topologySpreadConstraints": [{
+        "maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}}}]}
+    zones = []
+    for i in range(4):
+        await objects.pod(f"{app}-{i}", labels={"app": app}, spec=spread)
+        zones.append(nodes[await wait_bound(api, f"{app}-{i}")])
+    assert sorted(zones) == ["a", "a", "b", "b"]  # zone b's one node took half
+
+    # The Scheduled event keeps kube's sentence and adds how the feasible nodes scored.
+    b_node = next(name for name, zone in nodes.items() if zone == "b")
+    await objects.pod(f"{app}-pref", spec={"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50, "preference": {
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": [b_node]}]}}]}}})
+    assert await wait_bound(api, f"{app}-pref") == b_node
+    event = await wait_event(api, f"{app}-pref", "Scheduled")
+    first, _, rest = event["message"].partition(". ")
+    assert first == f"Successfully assigned default/{app}-pref to {b_node}"
+    assert rest.startswith(f"Scores of 3 feasible nodes: {b_node} ")
+    assert f"{b_node} 200 (NodeAffinity 200)" in rest  # weight 2 x normalized 100
+
+
+async def test_a_deleted_pod_gives_its_requests_back(
+        api: ApiClient, objects: Objects, scheduler: SchedulerProcess) -> None:
+    node = unique("full")
+    await objects.node(node, allocatable={"cpu": "2", "memory": "2Gi", "pods": "10"})
+    await objects.pod("hog", requests={"cpu": "2"})
+    assert await wait_bound(api, "hog") == node
+    await objects.pod("waiter", requests={"cpu": "1"})
+    await wait_event(api, "waiter", "FailedScheduling",
+                     message="0/1 nodes are available: 1 Insufficient cpu.")
+    await api.delete("pods", "hog", namespace="default", grace_period_seconds=0)
+    assert await wait_bound(api, "waiter", within=20) == node
+    assert scheduler.log_count(f"pod default/hog left {node}: 1 waiting pod(s)") == 1
