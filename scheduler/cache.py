@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.framework import NodeInfo
+from scheduler.framework import ClusterFacts, NodeInfo
 from scheduler.pods import pod_key
 
 ASSUMED_TTL_SECONDS = 30.0
@@ -39,6 +39,8 @@ class ClusterCache:
     _ordered: list[NodeInfo] | None = None
     _bound: dict[str, str] = field(default_factory=dict)  # pod key -> node (informer)
     _assumed: dict[str, Assumed] = field(default_factory=dict)  # pod key -> assumption
+    # Counted over the nodes with a Node object, as they change (Cluster.facts).
+    facts: ClusterFacts = field(default_factory=ClusterFacts)
 
     # -- nodes ------------------------------------------------------------------------
 
@@ -48,10 +50,13 @@ class ClusterCache:
         if info is None:
             info = self._infos[name] = NodeInfo(node)
         else:
+            if name in self._nodes:
+                self.facts.count(info, -1)
             info.set_node(node)
         if name not in self._nodes:
             self._nodes.add(name)
             self._ordered = None
+        self.facts.count(info, +1)
         return info
 
     def remove_node(self, node: Mapping[str, Any]) -> None:
@@ -60,8 +65,10 @@ class ClusterCache:
             self._nodes.discard(name)
             self._ordered = None
             info = self._infos.get(name)
-            if info is not None and not info.pods:
-                del self._infos[name]
+            if info is not None:
+                self.facts.count(info, -1)
+                if not info.pods:
+                    del self._infos[name]
 
     def node_infos(self) -> list[NodeInfo]:
         """Every node, in a stable order (so a partial search can rotate over them)."""
@@ -149,12 +156,22 @@ class ClusterCache:
         info = self._infos.get(node)
         if info is None:
             info = self._infos[node] = NodeInfo({"metadata": {"name": node}})
+        known = node in self._nodes
+        if known:
+            self.facts.count(info, -1)
         info.add_pod(key, pod)
+        if known:
+            self.facts.count(info, +1)
 
     def _unplace(self, node: str, key: str) -> None:
         info = self._infos.get(node)
         if info is None:
             return
+        known = node in self._nodes
+        if known:
+            self.facts.count(info, -1)
         info.remove_pod(key)
+        if known:
+            self.facts.count(info, +1)
         if not info.pods and node not in self._nodes:
             del self._infos[node]

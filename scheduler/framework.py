@@ -89,6 +89,10 @@ class NodeInfo:
     non_zero_requested: Resources = ZERO
     name: str = field(init=False)
     allocatable: Allocatable = field(init=False)
+    # Facts the filters read on every node of every cycle, taken once per node update.
+    ready: str | None = field(init=False)  # the Ready condition's status
+    unschedulable: bool = field(init=False)
+    hard_taints: tuple[Mapping[str, Any], ...] = field(init=False)  # NoSchedule/NoExecute
     # Whether any taint is PreferNoSchedule (so scoring can skip nodes without one).
     prefers_no_schedule: bool = field(init=False)
 
@@ -99,9 +103,13 @@ class NodeInfo:
         self.node = node
         self.name = str((node.get("metadata") or {}).get("name") or "")
         self.allocatable = node_allocatable(node)
-        self.prefers_no_schedule = any(
-            taint.get("effect") == "PreferNoSchedule"
-            for taint in (node.get("spec") or {}).get("taints") or ())
+        self.ready = node_condition(node, "Ready")
+        spec = node.get("spec") or {}
+        self.unschedulable = bool(spec.get("unschedulable"))
+        taints = spec.get("taints") or ()
+        self.hard_taints = tuple(t for t in taints
+                                 if t.get("effect") in ("NoSchedule", "NoExecute"))
+        self.prefers_no_schedule = any(t.get("effect") == "PreferNoSchedule" for t in taints)
 
     @property
     def pod_count(self) -> int:
@@ -142,6 +150,37 @@ class Cluster:
     nodes: Sequence[NodeInfo]
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     default_selector: Callable[[Pod], Selector] = _no_default_selector
+    # What the cache counts as it goes (None: count over `nodes` when asked), so that a
+    # plugin skips in O(1) what no node or pod could need.
+    facts: ClusterFacts | None = None
+
+    def fact(self, name: str) -> int:
+        if self.facts is None:  # counted once, on first use
+            object.__setattr__(self, "facts", ClusterFacts.of(self.nodes))
+        return int(getattr(self.facts, name))
+
+
+@dataclass
+class ClusterFacts:
+    limited_nodes: int = 0  # nodes that report allocatable
+    prefer_no_schedule_nodes: int = 0
+    pods_with_affinity: int = 0
+    pods_with_required_anti_affinity: int = 0
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeInfo]) -> ClusterFacts:
+        facts = cls()
+        for info in nodes:
+            facts.count(info, +1)
+        return facts
+
+    def count(self, info: NodeInfo, sign: int) -> None:
+        """Add (+1) or take away (-1) what one node and its pods contribute."""
+        self.limited_nodes += sign * info.allocatable.limited
+        self.prefer_no_schedule_nodes += sign * info.prefers_no_schedule
+        self.pods_with_affinity += sign * len(info.pods_with_affinity)
+        self.pods_with_required_anti_affinity += sign * len(
+            info.pods_with_required_anti_affinity)
 
 
 def as_cluster(nodes: Cluster | Sequence[NodeInfo]) -> Cluster:

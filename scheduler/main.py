@@ -167,7 +167,7 @@ class Scheduler:
         self.namespace_labels.pop(str((namespace.get("metadata") or {}).get("name")), None)
 
     def cluster(self) -> Cluster:
-        return Cluster(self.cache.node_infos(), self.namespace_labels)
+        return Cluster(self.cache.node_infos(), self.namespace_labels, facts=self.cache.facts)
 
     def _on_node_added(self, node: dict[str, Any]) -> None:
         self.cache.set_node(node)

@@ -251,3 +251,25 @@ def test_cache_tracks_requests_of_bound_and_assumed_pods() -> None:
     cache.remove_node({"metadata": {"name": "n2"}})
     assert [i.name for i in cache.node_infos()] == ["n1"]
     assert cache.set_node({"metadata": {"name": "n2"}}).requested == Resources(1000)
+
+
+def test_cache_counts_the_facts_plugins_skip_on() -> None:
+    cache = ClusterCache()
+    sized = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2"}},
+             "spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}
+    cache.set_node(sized)
+    cache.set_node({"metadata": {"name": "n2"}})
+    anti = pod(name="anti")
+    anti["spec"]["affinity"] = {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": "x"}]}}
+    cache.set_pod(bound(anti, "n2"))
+    facts = cache.facts
+    assert (facts.limited_nodes, facts.prefer_no_schedule_nodes, facts.pods_with_affinity,
+            facts.pods_with_required_anti_affinity) == (1, 1, 1, 1)
+    cache.set_node({"metadata": {"name": "n1"}})  # allocatable and taint gone
+    cache.remove_pod(bound(anti, "n2"))
+    assert (facts.limited_nodes, facts.prefer_no_schedule_nodes, facts.pods_with_affinity,
+            facts.pods_with_required_anti_affinity) == (0, 0, 0, 0)
+    cache.assume(anti, "n1")
+    cache.remove_node({"metadata": {"name": "n1"}})  # its pods leave the counts with it
+    assert facts.pods_with_affinity == 0

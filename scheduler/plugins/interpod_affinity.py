@@ -145,7 +145,8 @@ def compute_state(pod: Pod, cluster: Cluster) -> PreFilterState | None:
     namespace_labels = cluster.namespace_labels
     affinity = required_terms(pod, "podAffinity")
     anti = required_terms(pod, "podAntiAffinity")
-    existing = existing_anti_affinity_counts(pod, cluster.nodes, namespace_labels)
+    existing = (existing_anti_affinity_counts(pod, cluster.nodes, namespace_labels)
+                if cluster.fact("pods_with_required_anti_affinity") else Counter())
     if not affinity and not anti and not existing:
         return None  # kube's Skip: nothing can reject a node
     affinity_counts: Counter[TopologyPair] = Counter()
@@ -235,7 +236,7 @@ def topology_scores(pod: Pod, cluster: Cluster) -> TopologyScores | None:
     preferred = preferred_terms(pod, "podAffinity")
     preferred_anti = preferred_terms(pod, "podAntiAffinity")
     own_terms = bool(preferred or preferred_anti)
-    if not own_terms and not any(info.pods_with_affinity for info in cluster.nodes):
+    if not own_terms and not cluster.fact("pods_with_affinity"):
         return None
     scores: TopologyScores = {}
     for info in cluster.nodes:

@@ -78,6 +78,8 @@ def insufficient_resources(request: Resources, node_info: NodeInfo) -> list[str]
 
 def fit_filter(request: Resources) -> FilterFunc:
     def fits(pod: Pod, node_info: NodeInfo) -> Status:
+        if not node_info.allocatable.limited:
+            return SUCCESS
         reasons = insufficient_resources(request, node_info)
         if not reasons:
             return SUCCESS
@@ -86,6 +88,8 @@ def fit_filter(request: Resources) -> FilterFunc:
 
 
 def pre_filter(pod: Pod, cluster: Cluster) -> FilterFunc | None:
+    if not cluster.fact("limited_nodes"):
+        return None  # no node reports allocatable: nothing to check
     return fit_filter(pod_requests(pod))
 
 
@@ -135,13 +139,14 @@ def balanced_allocation(request: Resources, node_info: NodeInfo) -> int:
     return int((1 - std) * MAX_NODE_SCORE)
 
 
-def any_limited(feasible: Sequence[NodeInfo]) -> bool:
-    return any(info.allocatable.limited for info in feasible)
+def any_limited(feasible: Sequence[NodeInfo], cluster: Cluster) -> bool:
+    return bool(cluster.fact("limited_nodes")) and any(
+        info.allocatable.limited for info in feasible)
 
 
 def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
                     ) -> ScoreFunc | None:
-    if not any_limited(feasible):
+    if not any_limited(feasible, cluster):
         return None  # nothing known about any node's size: every one would score 0
     request = pod_requests(pod, non_zero=True)
     return lambda _pod, node_info: least_allocated(request, node_info)
@@ -150,7 +155,8 @@ def pre_score_least(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
 def pre_score_balanced(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
                        ) -> ScoreFunc | None:
     request = pod_requests(pod)
-    if not any(request.get(name) for name in SCORED_RESOURCES) or not any_limited(feasible):
+    if not any(request.get(name) for name in SCORED_RESOURCES) or not any_limited(
+            feasible, cluster):
         return None  # kube skips pods that request none of the scored resources
     return lambda _pod, node_info: balanced_allocation(request, node_info)
 

@@ -36,12 +36,11 @@ def untolerated_taint_reason(key: str, value: str) -> str:
 
 
 def fits(pod: Pod, node_info: NodeInfo) -> Status:
-    taints = (node_info.node.get("spec") or {}).get("taints") or ()
+    if not node_info.hard_taints:
+        return SUCCESS
     tolerations = (pod.get("spec") or {}).get("tolerations")
-    for taint in taints:
-        effect = taint.get("effect") or ""
-        if effect not in FILTERED_EFFECTS:
-            continue
+    for taint in node_info.hard_taints:  # the NoSchedule and NoExecute ones
+        effect = str(taint.get("effect"))
         key, value = str(taint.get("key") or ""), str(taint.get("value") or "")
         if not tolerates(tolerations, key=key, effect=effect, value=value):
             return unschedulable(untolerated_taint_reason(key, value), unresolvable=True)
@@ -63,7 +62,8 @@ def intolerable_prefer_no_schedule(tolerations: Sequence[Mapping[str, Any]],
 
 
 def pre_score(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster) -> ScoreFunc | None:
-    if not any(info.prefers_no_schedule for info in feasible):
+    if not cluster.fact("prefer_no_schedule_nodes") or not any(
+            info.prefers_no_schedule for info in feasible):
         return None  # every node would score the same
     tolerations = [t for t in (pod.get("spec") or {}).get("tolerations") or ()
                    if (t.get("effect") or "") in ("", "PreferNoSchedule")]
