@@ -18,7 +18,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from scheduler.labels import NOTHING, Selector
+from scheduler.labels import (
+    NOTHING,
+    LabelSet,
+    PodTerms,
+    Selector,
+    Term,
+    label_set,
+    pod_terms,
+)
 from scheduler.resources import ZERO, Allocatable, Resources, node_allocatable, pod_requests
 
 Pod = Mapping[str, Any]
@@ -84,10 +92,19 @@ class NodeInfo:
     # those with required anti-affinity: what InterPodAffinity visits for other pods.
     pods_with_affinity: dict[str, Pod] = field(default_factory=dict)
     pods_with_required_anti_affinity: dict[str, Pod] = field(default_factory=dict)
+    terms: dict[str, PodTerms] = field(default_factory=dict)  # of pods_with_affinity
+    # How many pods carry each (namespace, labels): selectors are matched once per
+    # distinct set, not once per pod. `live_label_sets` leaves terminating pods out.
+    label_sets: Counter[LabelSet] = field(default_factory=Counter)
+    # The required anti-affinity terms of the pods here, counted (identical terms of
+    # replicas are matched once).
+    anti_terms: Counter[Term] = field(default_factory=Counter)
+    live_label_sets: Counter[LabelSet] = field(default_factory=Counter)
     requested: Resources = ZERO
     # As `requested`, with kube's defaults for containers that request no cpu/memory.
     non_zero_requested: Resources = ZERO
     name: str = field(init=False)
+    labels: Mapping[str, str] = field(init=False)
     allocatable: Allocatable = field(init=False)
     # Facts the filters read on every node of every cycle, taken once per node update.
     ready: str | None = field(init=False)  # the Ready condition's status
@@ -102,6 +119,7 @@ class NodeInfo:
     def set_node(self, node: Node) -> None:
         self.node = node
         self.name = str((node.get("metadata") or {}).get("name") or "")
+        self.labels = (node.get("metadata") or {}).get("labels") or {}
         self.allocatable = node_allocatable(node)
         self.ready = node_condition(node, "Ready")
         spec = node.get("spec") or {}
@@ -118,19 +136,32 @@ class NodeInfo:
     def add_pod(self, key: str, pod: Pod) -> None:
         self.remove_pod(key)
         self.pods[key] = pod
-        affinity = (pod.get("spec") or {}).get("affinity") or {}
-        if affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
+        labels = label_set(pod)
+        self.label_sets[labels] += 1
+        if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.live_label_sets[labels] += 1
+        terms = pod_terms(pod)
+        if not terms.is_empty:
             self.pods_with_affinity[key] = pod
-            if (affinity.get("podAntiAffinity") or {}).get(
-                    "requiredDuringSchedulingIgnoredDuringExecution"):
+            self.terms[key] = terms
+            if terms.required_anti_affinity:
                 self.pods_with_required_anti_affinity[key] = pod
+                self.anti_terms.update(terms.required_anti_affinity)
         self.requested = self.requested + pod_requests(pod)
         self.non_zero_requested = self.non_zero_requested + pod_requests(pod, non_zero=True)
 
     def remove_pod(self, key: str) -> None:
         pod = self.pods.pop(key, None)
+        if pod is not None:
+            labels = label_set(pod)
+            _decrement(self.label_sets, labels)
+            if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                _decrement(self.live_label_sets, labels)
         self.pods_with_affinity.pop(key, None)
-        self.pods_with_required_anti_affinity.pop(key, None)
+        if self.pods_with_required_anti_affinity.pop(key, None) is not None:
+            self.anti_terms.subtract(self.terms[key].required_anti_affinity)
+            self.anti_terms = +self.anti_terms  # drop the zeros
+        self.terms.pop(key, None)
         if pod is not None:
             self.requested = self.requested - pod_requests(pod)
             self.non_zero_requested = (self.non_zero_requested
@@ -185,6 +216,12 @@ class ClusterFacts:
 
 def as_cluster(nodes: Cluster | Sequence[NodeInfo]) -> Cluster:
     return nodes if isinstance(nodes, Cluster) else Cluster(nodes)
+
+
+def _decrement(counter: Counter[LabelSet], key: LabelSet) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
 
 
 class FilterFunc(Protocol):

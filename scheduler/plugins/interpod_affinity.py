@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from scheduler.framework import (
     MAX_NODE_SCORE,
@@ -43,14 +42,7 @@ from scheduler.framework import (
     Status,
     unschedulable,
 )
-from scheduler.labels import (
-    EVERYTHING,
-    NOTHING,
-    Selector,
-    compile_selector,
-    pod_labels,
-    pod_namespace,
-)
+from scheduler.labels import LabelSet, PodTerms, Term, pod_terms
 
 NAME = "InterPodAffinity"
 ERR_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -59,55 +51,6 @@ ERR_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity
 HARD_POD_AFFINITY_WEIGHT = 1  # kube's default hardPodAffinityWeight
 
 TopologyPair = tuple[str, str]
-
-
-@dataclass(frozen=True)
-class Term:
-    """A PodAffinityTerm, compiled: which pods it selects and across which label."""
-
-    selector: Selector
-    namespaces: frozenset[str]
-    namespace_selector: Selector
-    topology_key: str
-    weight: int = 0
-
-    def matches(self, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]]) -> bool:
-        namespace = pod_namespace(pod)
-        if namespace not in self.namespaces and not self.namespace_selector.matches(
-                namespace_labels.get(namespace) or {}):
-            return False
-        return self.selector.matches(pod_labels(pod))
-
-
-def compile_term(owner: Pod, term: Mapping[str, Any], weight: int = 0) -> Term:
-    namespaces = frozenset(str(n) for n in term.get("namespaces") or ())
-    raw_ns_selector = term.get("namespaceSelector")
-    if not namespaces and raw_ns_selector is None:
-        namespaces = frozenset([pod_namespace(owner)])
-    ns_selector = NOTHING if raw_ns_selector is None else (
-        compile_selector(raw_ns_selector) if raw_ns_selector else EVERYTHING)
-    return Term(compile_selector(term.get("labelSelector")), namespaces, ns_selector,
-                str(term.get("topologyKey") or ""), weight)
-
-
-def _section(pod: Pod, kind: str) -> Mapping[str, Any]:
-    return ((pod.get("spec") or {}).get("affinity") or {}).get(kind) or {}
-
-
-def required_terms(pod: Pod, kind: str) -> list[Term]:
-    """kind: podAffinity or podAntiAffinity."""
-    return [compile_term(pod, t) for t in
-            _section(pod, kind).get("requiredDuringSchedulingIgnoredDuringExecution") or ()]
-
-
-def preferred_terms(pod: Pod, kind: str) -> list[Term]:
-    return [compile_term(pod, t.get("podAffinityTerm") or {}, int(t.get("weight") or 0))
-            for t in _section(pod, kind).get("preferredDuringSchedulingIgnoredDuringExecution")
-            or ()]
-
-
-def node_labels(info: NodeInfo) -> Mapping[str, str]:
-    return (info.node.get("metadata") or {}).get("labels") or {}
 
 
 def matches_all(terms: Sequence[Term], pod: Pod,
@@ -128,23 +71,27 @@ class PreFilterState:
 def existing_anti_affinity_counts(pod: Pod, nodes: Iterable[NodeInfo],
                                   namespace_labels: Mapping[str, Mapping[str, str]]
                                   ) -> Counter[TopologyPair]:
+    """Existing pods whose required anti-affinity terms match the incoming pod, by the
+    topology pair of their node (each distinct term is matched once per cycle)."""
     counts: Counter[TopologyPair] = Counter()
+    matched: dict[Term, bool] = {}
     for info in nodes:
-        if not info.pods_with_required_anti_affinity:
+        if not info.anti_terms:
             continue
-        labels = node_labels(info)
-        for existing in info.pods_with_required_anti_affinity.values():
-            for term in required_terms(existing, "podAntiAffinity"):
-                value = labels.get(term.topology_key)
-                if value is not None and term.matches(pod, namespace_labels):
-                    counts[(term.topology_key, value)] += 1
+        for term, n in info.anti_terms.items():
+            hit = matched.get(term)
+            if hit is None:
+                hit = matched[term] = term.matches(pod, namespace_labels)
+            value = info.labels.get(term.topology_key)
+            if hit and value is not None:
+                counts[(term.topology_key, value)] += n
     return counts
 
 
 def compute_state(pod: Pod, cluster: Cluster) -> PreFilterState | None:
     namespace_labels = cluster.namespace_labels
-    affinity = required_terms(pod, "podAffinity")
-    anti = required_terms(pod, "podAntiAffinity")
+    own = pod_terms(pod)
+    affinity, anti = own.required_affinity, own.required_anti_affinity
     existing = (existing_anti_affinity_counts(pod, cluster.nodes, namespace_labels)
                 if cluster.fact("pods_with_required_anti_affinity") else Counter())
     if not affinity and not anti and not existing:
@@ -152,18 +99,33 @@ def compute_state(pod: Pod, cluster: Cluster) -> PreFilterState | None:
     affinity_counts: Counter[TopologyPair] = Counter()
     anti_counts: Counter[TopologyPair] = Counter()
     if affinity or anti:
+        # Existing pods are matched by distinct (namespace, labels), once per cycle.
+        all_match: dict[LabelSet, bool] = {}
+        anti_match: dict[tuple[int, LabelSet], bool] = {}
         for info in cluster.nodes:
-            labels = node_labels(info)
-            for other in info.pods.values():
-                if affinity and matches_all(affinity, other, namespace_labels):
-                    for term in affinity:
-                        value = labels.get(term.topology_key)
-                        if value is not None:
-                            affinity_counts[(term.topology_key, value)] += 1
-                for term in anti:
+            labels = info.labels
+            for key, n in info.label_sets.items():
+                if affinity:
+                    hit = all_match.get(key)
+                    if hit is None:
+                        hit = all_match[key] = all(
+                            t.matches_labels(key.namespace, key.labels, namespace_labels)
+                            for t in affinity)
+                    if hit:
+                        for term in affinity:
+                            value = labels.get(term.topology_key)
+                            if value is not None:
+                                affinity_counts[(term.topology_key, value)] += n
+                for i, term in enumerate(anti):
                     value = labels.get(term.topology_key)
-                    if value is not None and term.matches(other, namespace_labels):
-                        anti_counts[(term.topology_key, value)] += 1
+                    if value is None:
+                        continue
+                    hit = anti_match.get((i, key))
+                    if hit is None:
+                        hit = anti_match[(i, key)] = term.matches_labels(
+                            key.namespace, key.labels, namespace_labels)
+                    if hit:
+                        anti_counts[(term.topology_key, value)] += n
     return PreFilterState(affinity, anti, affinity_counts, anti_counts, existing,
                           matches_all(affinity, pod, namespace_labels))
 
@@ -200,7 +162,7 @@ def satisfies_existing_anti_affinity(state: PreFilterState, labels: Mapping[str,
 
 
 def check(state: PreFilterState, node_info: NodeInfo) -> Status:
-    labels = node_labels(node_info)
+    labels = node_info.labels
     if not satisfies_affinity(state, labels):
         return unschedulable(ERR_AFFINITY, unresolvable=True)
     if not satisfies_anti_affinity(state, labels):
@@ -233,33 +195,34 @@ def _add(scores: TopologyScores, term: Term, weight: int, target: Pod,
 def topology_scores(pod: Pod, cluster: Cluster) -> TopologyScores | None:
     """kube's PreScore: the score of each (topologyKey, value) for this pod."""
     ns_labels = cluster.namespace_labels
-    preferred = preferred_terms(pod, "podAffinity")
-    preferred_anti = preferred_terms(pod, "podAntiAffinity")
+    own = pod_terms(pod)
+    preferred, preferred_anti = own.preferred_affinity, own.preferred_anti_affinity
     own_terms = bool(preferred or preferred_anti)
     if not own_terms and not cluster.fact("pods_with_affinity"):
         return None
     scores: TopologyScores = {}
     for info in cluster.nodes:
-        labels = node_labels(info)
+        labels = info.labels
         if not labels:
             continue
-        for existing in (info.pods if own_terms else info.pods_with_affinity).values():
+        for key, existing in (info.pods if own_terms else info.pods_with_affinity).items():
             for term in preferred:
                 _add(scores, term, term.weight, existing, labels, ns_labels)
             for term in preferred_anti:
                 _add(scores, term, -term.weight, existing, labels, ns_labels)
-            if (existing.get("spec") or {}).get("affinity"):
-                for term in required_terms(existing, "podAffinity"):
+            theirs: PodTerms | None = info.terms.get(key)
+            if theirs is not None:
+                for term in theirs.required_affinity:
                     _add(scores, term, HARD_POD_AFFINITY_WEIGHT, pod, labels, ns_labels)
-                for term in preferred_terms(existing, "podAffinity"):
+                for term in theirs.preferred_affinity:
                     _add(scores, term, term.weight, pod, labels, ns_labels)
-                for term in preferred_terms(existing, "podAntiAffinity"):
+                for term in theirs.preferred_anti_affinity:
                     _add(scores, term, -term.weight, pod, labels, ns_labels)
     return scores
 
 
 def node_score(scores: TopologyScores, node_info: NodeInfo) -> int:
-    labels = node_labels(node_info)
+    labels = node_info.labels
     return sum(by_value.get(labels[key], 0) for key, by_value in scores.items() if key in labels)
 
 

@@ -88,10 +88,6 @@ def default_constraints(pod: Pod, selector: Selector) -> list[Constraint]:
     return [Constraint(skew, key, selector) for key, skew in SYSTEM_DEFAULTS]
 
 
-def node_labels(info: NodeInfo) -> Mapping[str, str]:
-    return (info.node.get("metadata") or {}).get("labels") or {}
-
-
 def has_all_keys(labels: Mapping[str, str], constraints: Sequence[Constraint]) -> bool:
     return all(c.topology_key in labels for c in constraints)
 
@@ -112,14 +108,9 @@ def included(constraint: Constraint, pod: Pod, info: NodeInfo) -> bool:
 
 
 def count_matching(info: NodeInfo, selector: Selector, namespace: str) -> int:
-    count = 0
-    for other in info.pods.values():
-        meta = other.get("metadata") or {}
-        if (meta.get("deletionTimestamp") is None
-                and (meta.get("namespace") or "default") == namespace
-                and selector.matches(meta.get("labels"))):
-            count += 1
-    return count
+    """The node's pods in `namespace` that `selector` matches, terminating ones left out."""
+    return sum(n for key, n in info.live_label_sets.items()
+               if key.namespace == namespace and selector.matches(key.labels))
 
 
 # -- filter -----------------------------------------------------------------------------
@@ -146,7 +137,7 @@ def compute_filter_state(pod: Pod, cluster: Cluster) -> FilterState | None:
     namespace = pod_namespace(pod)
     counts: list[Counter[str]] = [Counter() for _ in constraints]
     for info in cluster.nodes:
-        labels = node_labels(info)
+        labels = info.labels
         if not has_all_keys(labels, constraints):
             continue
         for i, constraint in enumerate(constraints):
@@ -162,7 +153,7 @@ def compute_filter_state(pod: Pod, cluster: Cluster) -> FilterState | None:
 
 
 def check(state: FilterState, node_info: NodeInfo) -> Status:
-    labels = node_labels(node_info)
+    labels = node_info.labels
     for i, constraint in enumerate(state.constraints):
         value = labels.get(constraint.topology_key)
         if value is None:
@@ -207,7 +198,7 @@ def compute_score_state(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
     ignored = set()
     domains: list[set[str]] = [set() for _ in constraints]
     for info in feasible:
-        labels = node_labels(info)
+        labels = info.labels
         if require_all and not has_all_keys(labels, constraints):
             ignored.add(info.name)
             continue
@@ -217,7 +208,7 @@ def compute_score_state(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
     namespace = pod_namespace(pod)
     counts: list[Counter[str]] = [Counter() for _ in constraints]
     for info in cluster.nodes:
-        labels = node_labels(info)
+        labels = info.labels
         if require_all and not has_all_keys(labels, constraints):
             continue
         for i, c in enumerate(constraints):
@@ -235,7 +226,7 @@ def compute_score_state(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster
 def node_score(state: ScoreState, node_info: NodeInfo) -> int:
     if node_info.name in state.ignored:
         return IGNORED
-    labels = node_labels(node_info)
+    labels = node_info.labels
     score = 0.0
     for i, c in enumerate(state.constraints):
         value = labels.get(c.topology_key)
