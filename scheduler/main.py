@@ -6,7 +6,9 @@ the cache's snapshot, the pod is assumed on that node and bound in the backgroun
 (`_bind`), which ends with the `Scheduled` event. When no node fits, the pod backs
 off in the queue and the user is told why (`_explain_unschedulable`): a
 `FailedScheduling` event, the `PodScheduled=False` condition, and an annotation naming
-each node's reason. Node changes that let a waiting pod fit move it back at once.
+each node's reason. A cluster event that one of the plugins that rejected a waiting pod
+registers for (a node's labels, taints or allocatable changing, a pod placed or deleted)
+moves it back at once when it now fits that node (`_retry_pods_fitting`).
 
 With leader election (the default, as kube-scheduler), every instance runs its informers
 but only the holder of the `kube-system/kube-scheduler` Lease schedules; an instance that
