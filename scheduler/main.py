@@ -50,6 +50,7 @@ from scheduler.framework import (
     schedule_one,
     score_summary,
 )
+from scheduler.hints import pod_event_could_help
 from scheduler.plugins import FILTERS, SCORERS
 from scheduler.pods import (
     UNSCHEDULABLE_NODES_ANNOTATION,
@@ -187,24 +188,29 @@ class Scheduler:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and self.queue.has_unschedulable():
             self._retry_pods_fitting(str(node), POD_ADDED,
-                                     f"pod {pod_key(pod)} was placed on {node}")
+                                     f"pod {pod_key(pod)} was placed on {node}", pod)
 
     def _on_assigned_pod_deleted(self, pod: dict[str, Any]) -> None:
         node = self.cache.remove_pod(pod)
         if node and self.queue.has_unschedulable():
-            self._retry_pods_fitting(node, POD_DELETED,
-                                     f"pod {pod_key(pod)} left {node}")
+            self._retry_pods_fitting(node, POD_DELETED, f"pod {pod_key(pod)} left {node}",
+                                     pod)
 
-    def _retry_pods_fitting(self, node_name: str, event: str, what: str) -> None:
-        """Move the waiting pods whose rejecting plugins care about `event` and that
-        now fit the node it touched (kube's QueueingHint: Queue, or Skip)."""
+    def _retry_pods_fitting(self, node_name: str, event: str, what: str,
+                            changed: dict[str, Any] | None = None) -> None:
+        """Move the waiting pods whose rejecting plugins care about `event` (for a pod
+        event: whose hint says the `changed` pod matters to them) and that now fit the
+        node it touched (kube's QueueingHint: Queue, or Skip)."""
         info = self.cache.get_node(node_name)
         if info is None:
             return
         cluster = self.cluster()
+        hint = None if changed is None else (
+            lambda item: pod_event_could_help(item.pod, item.rejected_by, changed, event,
+                                              self.namespace_labels))
         moved = self.queue.move_matching(
             lambda pod: run_filters(self.filters, pod, info, cluster).is_success,
-            event=event)
+            event=event, could_help=hint)
         if moved:
             log.info("%s: %d waiting pod(s) now fit it, retrying them", what, moved)
 

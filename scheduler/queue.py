@@ -153,18 +153,20 @@ class SchedulingQueue:
             self._active.remove(item)
 
     def move_matching(self, could_fit: Callable[[dict[str, Any]], bool], *,
-                      event: str | None = None) -> int:
+                      event: str | None = None,
+                      could_help: Callable[[QueuedPod], bool] | None = None) -> int:
         """Retry now the unschedulable pods that `could_fit` says would fit now.
 
         With `event`, only pods rejected by a plugin that registers for it are asked
         (kube's QueueingHints: a pod rejected for its node selector does not wake up
-        when some pod is deleted). Pods in flight are marked instead, to come straight
+        when some pod is deleted), and `could_help` (a cheap per-pod hint) before the
+        costlier `could_fit`. Pods in flight are marked instead, to come straight
         back if their attempt fails. Returns how many waiting pods were moved.
         """
         moved = 0
         for item in list(self._backoff.values()):
             if (item.unschedulable and interested(item.rejected_by, event)
-                    and could_fit(item.pod)):
+                    and (could_help is None or could_help(item)) and could_fit(item.pod)):
                 self._move_to_active(item)
                 moved += 1
         if event in POD_EVENTS:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.framework import score_summary
+from scheduler.hints import pod_event_could_help
 from scheduler.queue import (
     NODE_ADDED,
     NODE_CHANGED,
@@ -80,3 +81,51 @@ SCORES = {"NodeAffinity": {"large": 200, "small": 0, "gpu": 0},
 def test_score_summary(scores: dict[str, dict[str, int]], chosen: str, limit: int,
                        expected: str) -> None:
     assert score_summary(scores, chosen, limit=limit) == expected
+
+
+def labelled(name: str, spec: dict[str, Any] | None = None, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": {"containers": [{"name": "c"}], **(spec or {})}}
+
+
+def affinity(kind: str, app: str) -> dict[str, Any]:
+    return {"affinity": {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "x"}]}}}
+
+
+SPREAD = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone",
+                                         "whenUnsatisfiable": "DoNotSchedule",
+                                         "labelSelector": {"matchLabels": {"app": "web"}}}]}
+
+HINT_CASES = [
+    ("a deleted pod frees resources", frozenset({"NodeResourcesFit"}), labelled("w"),
+     labelled("any"), POD_DELETED, True),
+    ("a placed pod never frees resources", frozenset({"NodeResourcesFit"}), labelled("w"),
+     labelled("any"), POD_ADDED, False),
+    ("a placed pod the waiter's affinity selects", frozenset({"InterPodAffinity"}),
+     labelled("w", affinity("podAffinity", "db")), labelled("db", app="db"), POD_ADDED, True),
+    ("a placed pod it does not select", frozenset({"InterPodAffinity"}),
+     labelled("w", affinity("podAffinity", "db")), labelled("x", app="cache"), POD_ADDED,
+     False),
+    ("a deleted pod the waiter's anti-affinity selected", frozenset({"InterPodAffinity"}),
+     labelled("w", affinity("podAntiAffinity", "web")), labelled("old", app="web"),
+     POD_DELETED, True),
+    ("a deleted pod whose anti-affinity kept the waiter out", frozenset({"InterPodAffinity"}),
+     labelled("w", app="web"), labelled("guard", affinity("podAntiAffinity", "web")),
+     POD_DELETED, True),
+    ("a deleted unrelated pod", frozenset({"InterPodAffinity"}),
+     labelled("w", affinity("podAntiAffinity", "web")), labelled("x", app="other"),
+     POD_DELETED, False),
+    ("a pod the spread constraint counts", frozenset({"PodTopologySpread"}),
+     labelled("w", SPREAD, app="web"), labelled("peer", app="web"), POD_ADDED, True),
+    ("a pod it does not count", frozenset({"PodTopologySpread"}),
+     labelled("w", SPREAD, app="web"), labelled("x", app="other"), POD_DELETED, False),
+    ("nothing known: yes", frozenset(), labelled("w"), labelled("x"), POD_ADDED, True),
+]
+
+
+@pytest.mark.parametrize(("case", "rejected_by", "waiting", "changed", "event", "helps"),
+                         HINT_CASES, ids=[c[0] for c in HINT_CASES])
+def test_pod_event_could_help(case: str, rejected_by: frozenset[str], waiting: dict[str, Any],
+                              changed: dict[str, Any], event: str, helps: bool) -> None:
+    assert pod_event_could_help(waiting, rejected_by, changed, event, {}) is helps
