@@ -92,6 +92,8 @@ class NodeInfo:
     # those with required anti-affinity: what InterPodAffinity visits for other pods.
     pods_with_affinity: dict[str, Pod] = field(default_factory=dict)
     pods_with_required_anti_affinity: dict[str, Pod] = field(default_factory=dict)
+    # Those whose terms score other pods (required affinity, any preferred term).
+    pods_with_scoring_terms: dict[str, Pod] = field(default_factory=dict)
     terms: dict[str, PodTerms] = field(default_factory=dict)  # of pods_with_affinity
     # How many pods carry each (namespace, labels): selectors are matched once per
     # distinct set, not once per pod. `live_label_sets` leaves terminating pods out.
@@ -144,6 +146,8 @@ class NodeInfo:
         if not terms.is_empty:
             self.pods_with_affinity[key] = pod
             self.terms[key] = terms
+            if terms.scores_others:
+                self.pods_with_scoring_terms[key] = pod
             if terms.required_anti_affinity:
                 self.pods_with_required_anti_affinity[key] = pod
                 self.anti_terms.update(terms.required_anti_affinity)
@@ -158,6 +162,7 @@ class NodeInfo:
             if not (pod.get("metadata") or {}).get("deletionTimestamp"):
                 _decrement(self.live_label_sets, labels)
         self.pods_with_affinity.pop(key, None)
+        self.pods_with_scoring_terms.pop(key, None)
         if self.pods_with_required_anti_affinity.pop(key, None) is not None:
             self.anti_terms.subtract(self.terms[key].required_anti_affinity)
             self.anti_terms = +self.anti_terms  # drop the zeros
@@ -197,6 +202,7 @@ class ClusterFacts:
     prefer_no_schedule_nodes: int = 0
     pods_with_affinity: int = 0
     pods_with_required_anti_affinity: int = 0
+    pods_with_scoring_terms: int = 0
 
     @classmethod
     def of(cls, nodes: Iterable[NodeInfo]) -> ClusterFacts:
@@ -210,6 +216,7 @@ class ClusterFacts:
         self.limited_nodes += sign * info.allocatable.limited
         self.prefer_no_schedule_nodes += sign * info.prefers_no_schedule
         self.pods_with_affinity += sign * len(info.pods_with_affinity)
+        self.pods_with_scoring_terms += sign * len(info.pods_with_scoring_terms)
         self.pods_with_required_anti_affinity += sign * len(
             info.pods_with_required_anti_affinity)
 

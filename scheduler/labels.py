@@ -136,6 +136,14 @@ class PodTerms:
         return not (self.required_affinity or self.required_anti_affinity
                     or self.preferred_affinity or self.preferred_anti_affinity)
 
+    @property
+    def scores_others(self) -> bool:
+        """Whether these terms weigh in on where other pods go (kube's scoring counts
+        required affinity, hard pod affinity weight, and preferred terms; not required
+        anti-affinity)."""
+        return bool(self.required_affinity or self.preferred_affinity
+                    or self.preferred_anti_affinity)
+
 
 NO_TERMS = PodTerms()
 

@@ -198,14 +198,14 @@ def topology_scores(pod: Pod, cluster: Cluster) -> TopologyScores | None:
     own = pod_terms(pod)
     preferred, preferred_anti = own.preferred_affinity, own.preferred_anti_affinity
     own_terms = bool(preferred or preferred_anti)
-    if not own_terms and not cluster.fact("pods_with_affinity"):
+    if not own_terms and not cluster.fact("pods_with_scoring_terms"):
         return None
     scores: TopologyScores = {}
     for info in cluster.nodes:
         labels = info.labels
         if not labels:
             continue
-        for key, existing in (info.pods if own_terms else info.pods_with_affinity).items():
+        for key, existing in (info.pods if own_terms else info.pods_with_scoring_terms).items():
             for term in preferred:
                 _add(scores, term, term.weight, existing, labels, ns_labels)
             for term in preferred_anti:
