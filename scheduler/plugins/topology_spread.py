@@ -42,7 +42,7 @@ from scheduler.framework import (
     tolerates,
     unschedulable,
 )
-from scheduler.labels import Selector, compile_selector, pod_labels, pod_namespace
+from scheduler.labels import LabelSet, Selector, compile_selector, pod_labels, pod_namespace
 from scheduler.plugins import node_affinity
 
 NAME = "PodTopologySpread"
@@ -135,17 +135,35 @@ def compute_filter_state(pod: Pod, cluster: Cluster) -> FilterState | None:
     if not constraints:
         return None
     namespace = pod_namespace(pod)
+    # What is the same for every node, once: whether the pod limits its nodes at all,
+    # and which label sets each selector matches.
+    spec = pod.get("spec") or {}
+    limits_nodes = bool(spec.get("nodeSelector") or node_affinity.required_terms(pod))
+    tolerations = bool(spec.get("tolerations"))
+    matched: dict[tuple[int, LabelSet], bool] = {}
     counts: list[Counter[str]] = [Counter() for _ in constraints]
     for info in cluster.nodes:
         labels = info.labels
         if not has_all_keys(labels, constraints):
             continue
         for i, constraint in enumerate(constraints):
-            if not included(constraint, pod, info):
+            if constraint.honor_node_affinity and limits_nodes and not node_affinity.matches(
+                    pod, info.node):
                 continue
-            value = labels[constraint.topology_key]
+            if constraint.honor_node_taints and info.hard_taints and (
+                    not tolerations or untolerated_hard_taint(pod, info.node)):
+                continue
+            count = 0
+            for key, n in info.live_label_sets.items():
+                if key.namespace != namespace:
+                    continue
+                hit = matched.get((i, key))
+                if hit is None:
+                    hit = matched[(i, key)] = constraint.selector.matches(key.labels)
+                if hit:
+                    count += n
             # A domain with no matching pod is a domain too (count 0).
-            counts[i][value] += count_matching(info, constraint.selector, namespace)
+            counts[i][labels[constraint.topology_key]] += count
     own = pod_labels(pod)
     return FilterState(constraints, counts,
                        [1 if c.selector.matches(own) else 0 for c in constraints],
