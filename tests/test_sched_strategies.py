@@ -40,7 +40,7 @@ def scheduler(cluster: ApiServer, tmp_path_factory: pytest.TempPathFactory
 
 def client_for(server: ApiServer) -> ApiClient:
     """The one place this module builds a client from a server's address."""
-    return ApiClient(server.url)
+    return ApiClient(server.connection())
 
 
 @pytest.fixture(scope="module")
