@@ -11,7 +11,14 @@ the nodes are registered (Ready), and then, in the same run:
    `python -m scheduler` starts; pods/s is measured from its first bind to its last,
    as seen by a watch.
 
-    .venv/bin/python -m bench.bench_scheduler [--nodes 100,1000] [--pods 5000]
+    .venv/bin/python -m bench.bench_scheduler [--nodes 100,1000] [--pods 5000] \
+        [--shape plain|anti-affinity|spread]
+
+`--shape` gives the scheduler's pods (not the baseline's) scheduler_perf's shapes:
+`anti-affinity` (SchedulingPodAntiAffinity: every pod labelled color=green with required
+anti-affinity to color=green on the hostname, so at most one per node: use --pods <=
+--nodes) or `spread` (SchedulingTopologySpreading: color=blue pods spread with maxSkew 5
+over the nodes' 3 zones, DoNotSchedule).
 
 Everything shares the machine's cores (etcd, apiserver, scheduler and this client).
 """
@@ -58,17 +65,34 @@ async def in_parallel(work: Callable[[T], Awaitable[Any]], items: Iterable[T],
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-def node_body(name: str) -> dict[str, Any]:
+def node_body(name: str, zone: int = 0) -> dict[str, Any]:
+    labels = {"bench": "yes", "kubernetes.io/hostname": name,
+              "topology.kubernetes.io/zone": f"zone-{zone % 3}"}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"bench": "yes"}},
+            "metadata": {"name": name, "labels": labels},
             "status": {"conditions": [{"type": "Ready", "status": "True",
                                        "reason": "KubeletReady"}]}}
 
 
-def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+SHAPES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {  # labels, spec fields
+    "plain": ({}, {}),
+    "anti-affinity": ({"color": "green"}, {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"color": "green"}},
+            "topologyKey": "kubernetes.io/hostname"}]}}}),
+    "spread": ({"color": "blue"}, {"topologySpreadConstraints": [{
+        "maxSkew": 5, "topologyKey": "topology.kubernetes.io/zone",
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"color": "blue"}}}]}),
+}
+
+
+def pod_body(name: str, scheduler_name: str, shape: str = "plain") -> dict[str, Any]:
+    labels, spec = SHAPES[shape]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
             "spec": {"schedulerName": scheduler_name,
-                     "containers": [{"name": "app", "image": "busybox:1.36"}]}}
+                     "containers": [{"name": "app", "image": "busybox:1.36"}], **spec}}
 
 
 def event_body(pod: str, node: str) -> dict[str, Any]:
@@ -83,15 +107,15 @@ def event_body(pod: str, node: str) -> dict[str, Any]:
 
 async def register_nodes(client: ApiClient, count: int) -> list[str]:
     names = [f"node-{i:05d}" for i in range(count)]
-    await in_parallel(lambda n: client.create("nodes", node_body(n)), names,
+    await in_parallel(lambda i: client.create("nodes", node_body(names[i], i)), range(count),
                       CREATE_CONCURRENCY)
     return names
 
 
 async def create_pods(client: ApiClient, prefix: str, count: int,
-                      scheduler_name: str) -> list[str]:
+                      scheduler_name: str, shape: str = "plain") -> list[str]:
     names = [f"{prefix}-{i:05d}" for i in range(count)]
-    await in_parallel(lambda n: client.create("pods", pod_body(n, scheduler_name),
+    await in_parallel(lambda n: client.create("pods", pod_body(n, scheduler_name, shape),
                                               namespace="default"), names, CREATE_CONCURRENCY)
     return names
 
@@ -128,9 +152,9 @@ async def watch_binds(client: ApiClient, scheduler_name: str, expected: int,
 
 
 async def scheduler_rate(client: ApiClient, server: ApiServer, workdir: Path, *, pods: int,
-                         parallelism: int) -> tuple[float, float]:
+                         parallelism: int, shape: str = "plain") -> tuple[float, float]:
     name = "bench-scheduler"
-    await create_pods(client, "sched", pods, name)
+    await create_pods(client, "sched", pods, name, shape)
     listed = await client.list("pods", namespace="default", field_selector="metadata.name=none")
     bound_at: list[float] = []
     watcher = asyncio.create_task(watch_binds(client, name, pods,
@@ -149,7 +173,7 @@ async def scheduler_rate(client: ApiClient, server: ApiServer, workdir: Path, *,
     return (len(bound_at) - 1) / (last - first), last - started
 
 
-async def run_round(nodes: int, pods: int, parallelism: int) -> Round:
+async def run_round(nodes: int, pods: int, parallelism: int, shape: str = "plain") -> Round:
     with tempfile.TemporaryDirectory(prefix="bench-scheduler-") as tmp:
         workdir = Path(tmp)
         etcd = Etcd(workdir).start()
@@ -167,9 +191,9 @@ async def run_round(nodes: int, pods: int, parallelism: int) -> Round:
                 bind_event_rate = await direct_binding_rate(client, event_pods, node_names,
                                                             concurrency=parallelism,
                                                             with_event=True)
-                print(f"[{nodes} nodes] scheduler: {pods} pods", flush=True)
+                print(f"[{nodes} nodes] scheduler: {pods} {shape} pods", flush=True)
                 rate, seconds = await scheduler_rate(client, server, workdir, pods=pods,
-                                                     parallelism=parallelism)
+                                                     parallelism=parallelism, shape=shape)
         finally:
             server.stop()
             etcd.stop()
@@ -188,8 +212,10 @@ def report(rounds: list[Round], parallelism: int) -> str:
     return "\n".join(lines)
 
 
-async def main_async(node_counts: list[int], pods: int, parallelism: int) -> None:
-    rounds = [await run_round(n, pods, parallelism) for n in node_counts]
+async def main_async(node_counts: list[int], pods: int, parallelism: int,
+                     shape: str = "plain") -> None:
+    rounds = [await run_round(n, pods, parallelism, shape) for n in node_counts]
+    print(f"pod shape: {shape}")
     print(report(rounds, parallelism))
 
 
@@ -199,9 +225,11 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=5000)
     parser.add_argument("--parallelism", type=int, default=8,
                         help="scheduler --parallelism and the baseline's concurrency")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="plain",
+                        help="the scheduler's pods: scheduler_perf's shapes (see above)")
     args = parser.parse_args()
     asyncio.run(main_async([int(n) for n in args.nodes.split(",")], args.pods,
-                           args.parallelism))
+                           args.parallelism, args.shape))
 
 
 if __name__ == "__main__":

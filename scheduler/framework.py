@@ -14,9 +14,20 @@ from __future__ import annotations
 import enum
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from scheduler.labels import (
+    NOTHING,
+    LabelSet,
+    PodTerms,
+    Selector,
+    Term,
+    label_set,
+    pod_terms,
+)
+from scheduler.resources import ZERO, Allocatable, Resources, node_allocatable, pod_requests
 
 Pod = Mapping[str, Any]
 Node = Mapping[str, Any]
@@ -68,26 +79,179 @@ def error(reason: str) -> Status:
 
 @dataclass
 class NodeInfo:
-    """A node as the scheduler sees it: the object plus what is placed on it.
+    """A node as the scheduler sees it: the object plus the pods placed on it (bound,
+    or assumed by us) and what they request.
 
     The cache mutates these between scheduling cycles; a cycle is synchronous, so
     plugins see a consistent snapshot and must not modify it.
     """
 
     node: Node
-    pod_count: int = 0
+    pods: dict[str, Pod] = field(default_factory=dict)  # pod key -> pod
+    # The pods with pod affinity or anti-affinity terms (kube's PodsWithAffinity), and
+    # those with required anti-affinity: what InterPodAffinity visits for other pods.
+    pods_with_affinity: dict[str, Pod] = field(default_factory=dict)
+    pods_with_required_anti_affinity: dict[str, Pod] = field(default_factory=dict)
+    # Those whose terms score other pods (required affinity, any preferred term).
+    pods_with_scoring_terms: dict[str, Pod] = field(default_factory=dict)
+    terms: dict[str, PodTerms] = field(default_factory=dict)  # of pods_with_affinity
+    # How many pods carry each (namespace, labels): selectors are matched once per
+    # distinct set, not once per pod. `live_label_sets` leaves terminating pods out.
+    label_sets: Counter[LabelSet] = field(default_factory=Counter)
+    # The required anti-affinity terms of the pods here, counted (identical terms of
+    # replicas are matched once).
+    anti_terms: Counter[Term] = field(default_factory=Counter)
+    live_label_sets: Counter[LabelSet] = field(default_factory=Counter)
+    requested: Resources = ZERO
+    # As `requested`, with kube's defaults for containers that request no cpu/memory.
+    non_zero_requested: Resources = ZERO
     name: str = field(init=False)
+    labels: Mapping[str, str] = field(init=False)
+    allocatable: Allocatable = field(init=False)
+    # Facts the filters read on every node of every cycle, taken once per node update.
+    ready: str | None = field(init=False)  # the Ready condition's status
+    unschedulable: bool = field(init=False)
+    hard_taints: tuple[Mapping[str, Any], ...] = field(init=False)  # NoSchedule/NoExecute
+    # Whether any taint is PreferNoSchedule (so scoring can skip nodes without one).
+    prefers_no_schedule: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        self.name = str((self.node.get("metadata") or {}).get("name") or "")
+        self.set_node(self.node)
+
+    def set_node(self, node: Node) -> None:
+        self.node = node
+        self.name = str((node.get("metadata") or {}).get("name") or "")
+        self.labels = (node.get("metadata") or {}).get("labels") or {}
+        self.allocatable = node_allocatable(node)
+        self.ready = node_condition(node, "Ready")
+        spec = node.get("spec") or {}
+        self.unschedulable = bool(spec.get("unschedulable"))
+        taints = spec.get("taints") or ()
+        self.hard_taints = tuple(t for t in taints
+                                 if t.get("effect") in ("NoSchedule", "NoExecute"))
+        self.prefers_no_schedule = any(t.get("effect") == "PreferNoSchedule" for t in taints)
+
+    @property
+    def pod_count(self) -> int:
+        return len(self.pods)
+
+    def add_pod(self, key: str, pod: Pod) -> None:
+        self.remove_pod(key)
+        self.pods[key] = pod
+        labels = label_set(pod)
+        self.label_sets[labels] += 1
+        if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.live_label_sets[labels] += 1
+        terms = pod_terms(pod)
+        if not terms.is_empty:
+            self.pods_with_affinity[key] = pod
+            self.terms[key] = terms
+            if terms.scores_others:
+                self.pods_with_scoring_terms[key] = pod
+            if terms.required_anti_affinity:
+                self.pods_with_required_anti_affinity[key] = pod
+                self.anti_terms.update(terms.required_anti_affinity)
+        self.requested = self.requested + pod_requests(pod)
+        self.non_zero_requested = self.non_zero_requested + pod_requests(pod, non_zero=True)
+
+    def remove_pod(self, key: str) -> None:
+        pod = self.pods.pop(key, None)
+        if pod is not None:
+            labels = label_set(pod)
+            _decrement(self.label_sets, labels)
+            if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                _decrement(self.live_label_sets, labels)
+        self.pods_with_affinity.pop(key, None)
+        self.pods_with_scoring_terms.pop(key, None)
+        if self.pods_with_required_anti_affinity.pop(key, None) is not None:
+            self.anti_terms.subtract(self.terms[key].required_anti_affinity)
+            self.anti_terms = +self.anti_terms  # drop the zeros
+        self.terms.pop(key, None)
+        if pod is not None:
+            self.requested = self.requested - pod_requests(pod)
+            self.non_zero_requested = (self.non_zero_requested
+                                       - pod_requests(pod, non_zero=True))
+
+
+def _no_default_selector(pod: Pod) -> Selector:
+    return NOTHING
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What a cycle's PreFilter and PreScore may look at beyond the pod: every node,
+    the namespaces' labels (for namespaceSelector), and the selector of the Services
+    and workloads a pod belongs to (for PodTopologySpread's default constraints)."""
+
+    nodes: Sequence[NodeInfo]
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    default_selector: Callable[[Pod], Selector] = _no_default_selector
+    # What the cache counts as it goes (None: count over `nodes` when asked), so that a
+    # plugin skips in O(1) what no node or pod could need.
+    facts: ClusterFacts | None = None
+
+    def fact(self, name: str) -> int:
+        if self.facts is None:  # counted once, on first use
+            object.__setattr__(self, "facts", ClusterFacts.of(self.nodes))
+        return int(getattr(self.facts, name))
+
+
+@dataclass
+class ClusterFacts:
+    limited_nodes: int = 0  # nodes that report allocatable
+    prefer_no_schedule_nodes: int = 0
+    pods_with_affinity: int = 0
+    pods_with_required_anti_affinity: int = 0
+    pods_with_scoring_terms: int = 0
+
+    @classmethod
+    def of(cls, nodes: Iterable[NodeInfo]) -> ClusterFacts:
+        facts = cls()
+        for info in nodes:
+            facts.count(info, +1)
+        return facts
+
+    def count(self, info: NodeInfo, sign: int) -> None:
+        """Add (+1) or take away (-1) what one node and its pods contribute."""
+        self.limited_nodes += sign * info.allocatable.limited
+        self.prefer_no_schedule_nodes += sign * info.prefers_no_schedule
+        self.pods_with_affinity += sign * len(info.pods_with_affinity)
+        self.pods_with_scoring_terms += sign * len(info.pods_with_scoring_terms)
+        self.pods_with_required_anti_affinity += sign * len(
+            info.pods_with_required_anti_affinity)
+
+
+def as_cluster(nodes: Cluster | Sequence[NodeInfo]) -> Cluster:
+    return nodes if isinstance(nodes, Cluster) else Cluster(nodes)
+
+
+def _decrement(counter: Counter[LabelSet], key: LabelSet) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
 
 
 class FilterFunc(Protocol):
     def __call__(self, pod: Pod, node_info: NodeInfo, /) -> Status: ...
 
 
+class PreFilterFunc(Protocol):
+    """Once per cycle (kube's PreFilter): the pod's filter with what it needs computed
+    once (its requests, its terms, counts over all nodes), None when the plugin has
+    nothing to check for this pod (kube's Skip), or a Status rejecting every node."""
+
+    def __call__(self, pod: Pod, cluster: Cluster, /) -> FilterFunc | Status | None: ...
+
+
 class ScoreFunc(Protocol):
     def __call__(self, pod: Pod, node_info: NodeInfo, /) -> int: ...
+
+
+class PreScoreFunc(Protocol):
+    """Once per cycle (kube's PreScore): the pod's score function, None to skip."""
+
+    def __call__(self, pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster, /
+                 ) -> ScoreFunc | None: ...
 
 
 class NormalizeFunc(Protocol):
@@ -98,16 +262,44 @@ class NormalizeFunc(Protocol):
 
 @dataclass(frozen=True)
 class FilterPlugin:
+    """A filter: `filter` when it needs nothing but the pair, else `pre_filter`."""
+
     name: str
-    filter: FilterFunc
+    filter: FilterFunc | None = None
+    pre_filter: PreFilterFunc | None = None
+
+    def prepare(self, pod: Pod, nodes: Cluster | Sequence[NodeInfo]
+                ) -> FilterFunc | Status | None:
+        if self.pre_filter is not None:
+            return self.pre_filter(pod, as_cluster(nodes))
+        return self.filter
 
 
 @dataclass(frozen=True)
 class ScorePlugin:
     name: str
-    score: ScoreFunc
+    score: ScoreFunc | None = None
     normalize: NormalizeFunc | None = None
     weight: int = 1
+    pre_score: PreScoreFunc | None = None
+
+    def prepare(self, pod: Pod, feasible: Sequence[NodeInfo],
+                cluster: Cluster | None = None) -> ScoreFunc | None:
+        if self.pre_score is not None:
+            return self.pre_score(pod, feasible, cluster or Cluster(feasible))
+        return self.score
+
+
+def default_normalize(scores: Mapping[str, int], *, reverse: bool = False) -> dict[str, int]:
+    """kube's DefaultNormalizeScore: scale so the highest is MAX_NODE_SCORE (reversed:
+    the highest raw score becomes 0)."""
+    high = max(scores.values(), default=0)
+    if high == 0:
+        return {name: MAX_NODE_SCORE if reverse else 0 for name in scores}
+    normalized = {name: MAX_NODE_SCORE * value // high for name, value in scores.items()}
+    if reverse:
+        return {name: MAX_NODE_SCORE - value for name, value in normalized.items()}
+    return normalized
 
 
 @dataclass(frozen=True)
@@ -127,6 +319,8 @@ class ScheduleResult:
     # Where the next cycle starts looking, so that a partial search visits every node.
     next_start_index: int = 0
     error: str | None = None
+    # On success with several feasible nodes: each plugin's weighted score per node.
+    scores: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def message(self) -> str:
@@ -138,13 +332,43 @@ class ScheduleResult:
         return fit_error_message(self.diagnosis)
 
 
-def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo) -> Status:
-    """The first non-success status of the filters, in order (kube stops there too)."""
+PreparedFilter = tuple[str, FilterFunc]
+
+
+def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod,
+                    nodes: Cluster | Sequence[NodeInfo]) -> list[PreparedFilter] | Status:
+    """Every filter readied for this pod (skipped ones left out), or the first PreFilter
+    status that rejects every node (named after its plugin)."""
+    prepared: list[PreparedFilter] = []
+    cluster = as_cluster(nodes)
     for plugin in filters:
-        status = plugin.filter(pod, node_info)
+        ready = plugin.prepare(pod, cluster)
+        if ready is None:
+            continue
+        if isinstance(ready, Status):
+            if ready.code is Code.SUCCESS:
+                continue
+            return Status(ready.code, ready.reasons, plugin.name)
+        prepared.append((plugin.name, ready))
+    return prepared
+
+
+def run_prepared(prepared: Iterable[PreparedFilter], pod: Pod, node_info: NodeInfo) -> Status:
+    """The first non-success status of the filters, in order (kube stops there too)."""
+    for name, check in prepared:
+        status = check(pod, node_info)
         if status.code is not Code.SUCCESS:
-            return Status(status.code, status.reasons, plugin.name)
+            return Status(status.code, status.reasons, name)
     return SUCCESS
+
+
+def run_filters(filters: Iterable[FilterPlugin], pod: Pod, node_info: NodeInfo,
+                nodes: Cluster | Sequence[NodeInfo] | None = None) -> Status:
+    """Every filter on one node; `nodes` is the snapshot PreFilters count over."""
+    prepared = prepare_filters(filters, pod, [node_info] if nodes is None else nodes)
+    if isinstance(prepared, Status):
+        return prepared
+    return run_prepared(prepared, pod, node_info)
 
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
@@ -158,15 +382,27 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
     return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
-def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod,
-                feasible: Sequence[NodeInfo]) -> dict[str, int]:
-    """Weighted sum of every score plugin's (normalized) score, by node name."""
-    totals = {info.name: 0 for info in feasible}
+def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod, feasible: Sequence[NodeInfo],
+                cluster: Cluster | None = None) -> dict[str, dict[str, int]]:
+    """Each score plugin's weighted (normalized) score, by plugin then node name."""
+    by_plugin: dict[str, dict[str, int]] = {}
+    cluster = cluster or Cluster(feasible)
     for plugin in scorers:
-        raw = {info.name: plugin.score(pod, info) for info in feasible}
+        score = plugin.prepare(pod, feasible, cluster)
+        if score is None:
+            continue
+        raw = {info.name: score(pod, info) for info in feasible}
         scores = plugin.normalize(raw) if plugin.normalize is not None else raw
+        by_plugin[plugin.name] = {name: value * plugin.weight for name, value in scores.items()}
+    return by_plugin
+
+
+def total_scores(by_plugin: Mapping[str, Mapping[str, int]],
+                 feasible: Sequence[NodeInfo]) -> dict[str, int]:
+    totals = {info.name: 0 for info in feasible}
+    for scores in by_plugin.values():
         for name, value in scores.items():
-            totals[name] += value * plugin.weight
+            totals[name] += value
     return totals
 
 
@@ -179,11 +415,22 @@ def select_host(scores: Mapping[str, int], rng: random.Random) -> str:
 def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
                  filters: Sequence[FilterPlugin], scorers: Sequence[ScorePlugin],
                  rng: random.Random, start_index: int = 0,
-                 percentage_of_nodes_to_score: int = 0) -> ScheduleResult:
-    """Pick a node for `pod`, or explain why there is none."""
+                 percentage_of_nodes_to_score: int = 0,
+                 cluster: Cluster | None = None) -> ScheduleResult:
+    """Pick a node for `pod`, or explain why there is none. `cluster` carries what
+    PreFilters need beyond the nodes (namespaces' labels, default selectors)."""
     total = len(nodes)
     if total == 0:
         return ScheduleResult(None, 0, 0, Diagnosis())
+    cluster = cluster or Cluster(nodes)
+    prepared = prepare_filters(filters, pod, cluster)
+    if isinstance(prepared, Status):
+        if prepared.code is Code.ERROR:
+            return ScheduleResult(None, 0, 0, Diagnosis({}, total), error=(
+                f"running PreFilter plugin {prepared.plugin!r}: {'; '.join(prepared.reasons)}"))
+        # kube: a PreFilter rejection is every node's status.
+        return ScheduleResult(None, 0, 0, Diagnosis({info.name: prepared for info in nodes},
+                                                    total), start_index)
     wanted = num_feasible_nodes_to_find(total, percentage_of_nodes_to_score)
     feasible: list[NodeInfo] = []
     rejected: dict[str, Status] = {}
@@ -191,7 +438,7 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
     for offset in range(total):
         info = nodes[(start_index + offset) % total]
         evaluated += 1
-        status = run_filters(filters, pod, info)
+        status = run_prepared(prepared, pod, info)
         if status.code is Code.SUCCESS:
             feasible.append(info)
             if len(feasible) >= wanted:
@@ -208,10 +455,11 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
     if not feasible:
         return ScheduleResult(None, evaluated, 0, diagnosis, next_start)
     if len(feasible) == 1:
-        chosen = feasible[0].name
-    else:
-        chosen = select_host(score_nodes(scorers, pod, feasible), rng)
-    return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start)
+        return ScheduleResult(feasible[0].name, evaluated, 1, diagnosis, next_start)
+    by_plugin = score_nodes(scorers, pod, feasible, cluster)
+    chosen = select_host(total_scores(by_plugin, feasible), rng)
+    return ScheduleResult(chosen, evaluated, len(feasible), diagnosis, next_start,
+                          scores=by_plugin)
 
 
 def reason_histogram(statuses: Iterable[Status]) -> Counter[str]:
@@ -254,6 +502,30 @@ def per_node_reasons(diagnosis: Diagnosis, *, limit: int = 100) -> dict[str, str
     if len(names) > limit:
         explained["..."] = f"{len(names) - limit} more node(s) not shown"
     return explained
+
+
+def score_summary(by_plugin: Mapping[str, Mapping[str, int]], chosen: str, *,
+                  limit: int = 3) -> str:
+    """Beyond kube: how the best nodes scored, for the `Scheduled` event.
+
+    "Scores of 3 feasible nodes: large 253 (NodeAffinity 200, NodeResourcesFit 53),
+    small 195 (...), ..." — the chosen node first, then by total; each plugin's weighted
+    share, leaving out the zeros. Empty when nothing was scored (one feasible node).
+    """
+    totals: dict[str, int] = {}
+    for scores in by_plugin.values():
+        for name, value in scores.items():
+            totals[name] = totals.get(name, 0) + value
+    if not totals:
+        return ""
+    ranked = sorted(totals, key=lambda name: (name != chosen, -totals[name], name))
+    parts = []
+    for name in ranked[:limit]:
+        shares = ", ".join(f"{plugin} {scores[name]}" for plugin, scores in by_plugin.items()
+                           if scores.get(name))
+        parts.append(f"{name} {totals[name]}" + (f" ({shares})" if shares else ""))
+    more = f", and {len(ranked) - limit} more" if len(ranked) > limit else ""
+    return f"Scores of {len(ranked)} feasible nodes: {', '.join(parts)}{more}"
 
 
 def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, *, key: str, effect: str,

@@ -6,7 +6,9 @@ the cache's snapshot, the pod is assumed on that node and bound in the backgroun
 (`_bind`), which ends with the `Scheduled` event. When no node fits, the pod backs
 off in the queue and the user is told why (`_explain_unschedulable`): a
 `FailedScheduling` event, the `PodScheduled=False` condition, and an annotation naming
-each node's reason. Node changes that let a waiting pod fit move it back at once.
+each node's reason. A cluster event that one of the plugins that rejected a waiting pod
+registers for (a node's labels, taints or allocatable changing, a pod placed or deleted)
+moves it back at once when it now fits that node (`_retry_pods_fitting`).
 
 With leader election (the default, as kube-scheduler), every instance runs its informers
 but only the holder of the `kube-system/kube-scheduler` Lease schedules; an instance that
@@ -40,12 +42,15 @@ from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
 from scheduler.framework import (
+    Cluster,
     FilterPlugin,
     ScorePlugin,
     per_node_reasons,
     run_filters,
     schedule_one,
+    score_summary,
 )
+from scheduler.hints import pod_event_could_help
 from scheduler.plugins import FILTERS, SCORERS
 from scheduler.pods import (
     UNSCHEDULABLE_NODES_ANNOTATION,
@@ -55,7 +60,15 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
-from scheduler.queue import QueuedPod, SchedulingQueue, node_change_could_help
+from scheduler.queue import (
+    NODE_ADDED,
+    NODE_CHANGED,
+    POD_ADDED,
+    POD_DELETED,
+    QueuedPod,
+    SchedulingQueue,
+    node_change_could_help,
+)
 from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, Endpoints, listen, serving
 
 log = logging.getLogger("scheduler")
@@ -115,14 +128,21 @@ class Scheduler:
         self.unbound = self.informers.informer(
             "pods", field_selector=unbound_pods_selector(options.scheduler_name),
             name="unbound pods")
+        # Namespace labels, for pod (anti-)affinity terms with a namespaceSelector.
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.namespaces = self.informers.informer("namespaces", name="namespaces")
         self.handlers = [
             self.nodes.add_event_handler(on_add=self._on_node_added,
                                          on_update=self._on_node_updated,
                                          on_delete=self.cache.remove_node, name="nodes"),
-            self.assigned.add_event_handler(on_add=self.cache.set_pod,
+            self.assigned.add_event_handler(on_add=self._on_assigned_pod_added,
                                             on_update=lambda _old, new: self.cache.set_pod(new),
-                                            on_delete=self.cache.remove_pod,
+                                            on_delete=self._on_assigned_pod_deleted,
                                             name="assigned pods"),
+            self.namespaces.add_event_handler(on_add=self._on_namespace,
+                                              on_update=lambda _old, new: self._on_namespace(new),
+                                              on_delete=self._on_namespace_deleted,
+                                              name="namespaces"),
             self.unbound.add_event_handler(on_add=self._on_pod_added,
                                            on_update=self._on_pod_updated,
                                            on_delete=self.queue.delete, name="unbound pods")]
@@ -151,24 +171,57 @@ class Scheduler:
         uid = (pod.get("metadata") or {}).get("uid")
         return seen is not None and (seen.get("metadata") or {}).get("uid") == uid
 
+    def _on_namespace(self, namespace: dict[str, Any]) -> None:
+        meta = namespace.get("metadata") or {}
+        self.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
+
+    def _on_namespace_deleted(self, namespace: dict[str, Any]) -> None:
+        self.namespace_labels.pop(str((namespace.get("metadata") or {}).get("name")), None)
+
+    def cluster(self) -> Cluster:
+        return Cluster(self.cache.node_infos(), self.namespace_labels, facts=self.cache.facts)
+
     def _on_node_added(self, node: dict[str, Any]) -> None:
         self.cache.set_node(node)
-        self._retry_pods_fitting(node)
+        self._retry_pods_fitting(str(node["metadata"]["name"]), NODE_ADDED,
+                                 f"node {node['metadata']['name']} changed")
 
     def _on_node_updated(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         self.cache.set_node(new)
         if node_change_could_help(old, new):
-            self._retry_pods_fitting(new)
+            self._retry_pods_fitting(str(new["metadata"]["name"]), NODE_CHANGED,
+                                     f"node {new['metadata']['name']} changed")
 
-    def _retry_pods_fitting(self, node: dict[str, Any]) -> None:
-        info = self.cache.get_node(str(node["metadata"]["name"]))
+    def _on_assigned_pod_added(self, pod: dict[str, Any]) -> None:
+        self.cache.set_pod(pod)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and self.queue.has_unschedulable():
+            self._retry_pods_fitting(str(node), POD_ADDED,
+                                     f"pod {pod_key(pod)} was placed on {node}", pod)
+
+    def _on_assigned_pod_deleted(self, pod: dict[str, Any]) -> None:
+        node = self.cache.remove_pod(pod)
+        if node and self.queue.has_unschedulable():
+            self._retry_pods_fitting(node, POD_DELETED, f"pod {pod_key(pod)} left {node}",
+                                     pod)
+
+    def _retry_pods_fitting(self, node_name: str, event: str, what: str,
+                            changed: dict[str, Any] | None = None) -> None:
+        """Move the waiting pods whose rejecting plugins care about `event` (for a pod
+        event: whose hint says the `changed` pod matters to them) and that now fit the
+        node it touched (kube's QueueingHint: Queue, or Skip)."""
+        info = self.cache.get_node(node_name)
         if info is None:
             return
+        cluster = self.cluster()
+        hint = None if changed is None else (
+            lambda item: pod_event_could_help(item.pod, item.rejected_by, changed, event,
+                                              self.namespace_labels))
         moved = self.queue.move_matching(
-            lambda pod: run_filters(self.filters, pod, info).is_success)
+            lambda pod: run_filters(self.filters, pod, info, cluster).is_success,
+            event=event, could_help=hint)
         if moved:
-            log.info("node %s changed: %d waiting pod(s) now fit it, retrying them",
-                     info.name, moved)
+            log.info("%s: %d waiting pod(s) now fit it, retrying them", what, moved)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -178,7 +231,7 @@ class Scheduler:
         self.informers.start()
         try:
             # The handlers' copies, not only the stores: the cache must hold them all.
-            await asyncio.gather(self.handlers[0].wait_synced(), self.handlers[1].wait_synced())
+            await asyncio.gather(*(handler.wait_synced() for handler in self.handlers[:3]))
             log.info("caches synced: %d node(s); scheduling pods with schedulerName=%s",
                      len(self.cache.node_infos()), self.options.scheduler_name)
             if leading is not None:
@@ -215,12 +268,16 @@ class Scheduler:
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
                               percentage_of_nodes_to_score=(
-                                  self.options.percentage_of_nodes_to_score))
+                                  self.options.percentage_of_nodes_to_score),
+                              cluster=self.cluster())
         self.next_start_index = result.next_start_index
         if result.node_name is None:
             unschedulable = result.error is None
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
-            retry_in = self.queue.failed(item, unschedulable=unschedulable)
+            rejected_by = frozenset(status.plugin for status in
+                                    result.diagnosis.node_statuses.values())
+            retry_in = self.queue.failed(item, unschedulable=unschedulable,
+                                         rejected_by=rejected_by)
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, result.message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
@@ -229,7 +286,8 @@ class Scheduler:
         self.cache.assume(pod, result.node_name)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
                f"node(s), attempt {item.attempts + 1}")
-        self._start(self._bind(item, result.node_name, how))
+        self._start(self._bind(item, result.node_name, how,
+                               score_summary(result.scores, result.node_name)))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.create_task(self._in_slot(work))
@@ -246,7 +304,7 @@ class Scheduler:
 
     # -- API writes -----------------------------------------------------------------------
 
-    async def _bind(self, item: QueuedPod, node: str, how: str) -> None:
+    async def _bind(self, item: QueuedPod, node: str, how: str, scores: str = "") -> None:
         pod = item.pod
         namespace, name = item.key.split("/", 1)
         try:
@@ -277,9 +335,11 @@ class Scheduler:
         self.cache.finish_binding(pod)
         self.queue.done(item)
         message = f"Successfully assigned {item.key} to {node}"
-        log.info("%s (%s, %.2fs after it was queued)", message, how,
-                 self.queue.clock() - item.first_queued)
-        await self.recorder.event(pod, "Normal", "Scheduled", message)
+        log.info("%s (%s, %.2fs after it was queued)%s", message, how,
+                 self.queue.clock() - item.first_queued, f"; {scores}" if scores else "")
+        # kube's first sentence, unchanged; then, beyond kube, how the nodes scored.
+        await self.recorder.event(pod, "Normal", "Scheduled",
+                                  f"{message}. {scores}" if scores else message)
         if annotation_patch(pod, None) is not None:
             await self._patch(pod, {"metadata": {"annotations": {
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
@@ -312,7 +372,8 @@ class Scheduler:
     # -- what the HTTP endpoint reports ----------------------------------------------------
 
     def unsynced_informers(self) -> list[str]:
-        return [i.name for i in (self.nodes, self.assigned, self.unbound) if not i.has_synced]
+        return [i.name for i in (self.nodes, self.assigned, self.unbound, self.namespaces)
+                if not i.has_synced]
 
     def metrics_snapshot(self, elector: LeaderElector | None = None
                          ) -> metrics.MetricsSnapshot:

@@ -46,7 +46,8 @@ def spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 def node_change_could_help(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
     """Whether a node add/update may let a waiting pod fit: a new node, new labels,
-    a new Ready status, cordon/uncordon, or new taints. Heartbeats are not."""
+    a new Ready status, cordon/uncordon, new taints, or a new allocatable.
+    Heartbeats are not."""
     if old is None:
         return True
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
@@ -54,7 +55,32 @@ def node_change_could_help(old: Mapping[str, Any] | None, new: Mapping[str, Any]
         (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels")
         or bool(old_spec.get("unschedulable")) != bool(new_spec.get("unschedulable"))
         or old_spec.get("taints") != new_spec.get("taints")
+        or (old.get("status") or {}).get("allocatable")
+        != (new.get("status") or {}).get("allocatable")
         or node_condition(old, "Ready") != node_condition(new, "Ready"))
+
+
+# Cluster events, and which plugins' rejections each may undo (kube's EventsToRegister).
+NODE_ADDED, NODE_CHANGED = "NodeAdd", "NodeUpdate"
+POD_ADDED, POD_DELETED = "AssignedPodAdd", "AssignedPodDelete"
+POD_EVENTS = frozenset({POD_ADDED, POD_DELETED})
+PLUGIN_EVENTS: dict[str, frozenset[str]] = {
+    "NodeUnschedulable": frozenset({NODE_ADDED, NODE_CHANGED}),
+    "NodeName": frozenset({NODE_ADDED}),
+    "NodeReady": frozenset({NODE_ADDED, NODE_CHANGED}),
+    "TaintToleration": frozenset({NODE_ADDED, NODE_CHANGED}),
+    "NodeAffinity": frozenset({NODE_ADDED, NODE_CHANGED}),
+    "NodeResourcesFit": frozenset({NODE_ADDED, NODE_CHANGED, POD_DELETED}),
+    "PodTopologySpread": frozenset({NODE_ADDED, NODE_CHANGED, POD_ADDED, POD_DELETED}),
+    "InterPodAffinity": frozenset({NODE_ADDED, NODE_CHANGED, POD_ADDED, POD_DELETED}),
+}
+
+
+def interested(rejected_by: frozenset[str], event: str | None) -> bool:
+    """Whether `event` may undo a rejection by these plugins (unknown plugins: yes)."""
+    if event is None or not rejected_by:
+        return True
+    return any(event in PLUGIN_EVENTS.get(name, frozenset({event})) for name in rejected_by)
 
 
 @dataclass(eq=False)
@@ -66,6 +92,9 @@ class QueuedPod:
     # True when the last attempt found no fitting node (a node change may help);
     # False after an error (only the back-off helps).
     unschedulable: bool = False
+    # The plugins that rejected it last time (kube's UnschedulablePlugins): only events
+    # those plugins register for move it back early. Empty: any event may.
+    rejected_by: frozenset[str] = frozenset()
     moved_while_in_flight: bool = False
     first_queued: float = 0.0
 
@@ -122,21 +151,35 @@ class SchedulingQueue:
         if item in self._active:
             self._active.remove(item)
 
-    def move_matching(self, could_fit: Callable[[dict[str, Any]], bool]) -> int:
+    def move_matching(self, could_fit: Callable[[dict[str, Any]], bool], *,
+                      event: str | None = None,
+                      could_help: Callable[[QueuedPod], bool] | None = None) -> int:
         """Retry now the unschedulable pods that `could_fit` says would fit now.
 
-        Pods in flight are marked instead, to come straight back if their attempt
-        fails. Returns how many waiting pods were moved.
+        With `event`, only pods rejected by a plugin that registers for it are asked
+        (kube's QueueingHints: a pod rejected for its node selector does not wake up
+        when some pod is deleted), and `could_help` (a cheap per-pod hint) before the
+        costlier `could_fit`. Pods in flight are marked instead, to come straight
+        back if their attempt fails. Returns how many waiting pods were moved.
         """
         moved = 0
         for item in list(self._backoff.values()):
-            if item.unschedulable and could_fit(item.pod):
+            if (item.unschedulable and interested(item.rejected_by, event)
+                    and (could_help is None or could_help(item)) and could_fit(item.pod)):
                 self._move_to_active(item)
                 moved += 1
+        if event in POD_EVENTS:
+            # A pod in flight is being bound: a pod event cannot spoil that, and checking
+            # each one against every bind the informer reports would cost a cycle each.
+            return moved
         for item in self._in_flight.values():
             if not item.moved_while_in_flight and could_fit(item.pod):
                 item.moved_while_in_flight = True
         return moved
+
+    def has_unschedulable(self) -> bool:
+        """Whether any pod waits because no node fit it (so cluster events matter)."""
+        return any(item.unschedulable for item in self._backoff.values())
 
     # -- scheduling loop side ---------------------------------------------------------
 
@@ -170,13 +213,15 @@ class SchedulingQueue:
             del self._pods[item.key]
             self._in_flight.pop(item.key, None)
 
-    def failed(self, item: QueuedPod, *, unschedulable: bool) -> float:
+    def failed(self, item: QueuedPod, *, unschedulable: bool,
+               rejected_by: frozenset[str] = frozenset()) -> float:
         """Back off a failed attempt; returns the seconds until the retry (0 = now)."""
         if self._pods.get(item.key) is not item or item.key not in self._in_flight:
             return 0.0
         del self._in_flight[item.key]
         item.attempts += 1
         item.unschedulable = unschedulable
+        item.rejected_by = rejected_by
         if item.moved_while_in_flight:
             item.moved_while_in_flight = False
             self._push_active(item)

@@ -445,7 +445,8 @@ async def test_readyz_waits_for_the_informers_and_metrics_count_attempts(
             assert (await http.get("/livez")).text == "ok"
             response = await http.get("/readyz")
             assert response.status_code == 503
-            assert ("[-]informer-sync failed: not synced yet: nodes, assigned pods, unbound pods"
+            assert ("[-]informer-sync failed: not synced yet: nodes, assigned pods, unbound pods, "
+                    "namespaces"
                     in response.text.splitlines())
 
             await asyncio.to_thread(late.start)

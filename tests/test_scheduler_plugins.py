@@ -32,9 +32,9 @@ from scheduler.plugins import (
     FILTERS,
     SCORERS,
     least_pods,
+    node_affinity,
     node_name,
     node_ready,
-    node_selector,
     node_unschedulable,
     taint_toleration,
 )
@@ -77,7 +77,10 @@ def make_pod(name: str = "web", *, node_selector_: dict[str, str] | None = None,
 
 
 def info(node: dict[str, Any], pods: int = 0) -> NodeInfo:
-    return NodeInfo(node, pods)
+    placed = NodeInfo(node)
+    for i in range(pods):
+        placed.add_pod(f"default/placed-{i}", make_pod(f"placed-{i}", uid=f"placed-{i}"))
+    return placed
 
 
 # -- plugins --------------------------------------------------------------------------------
@@ -97,7 +100,7 @@ NODE_SELECTOR_CASES = [
                          ids=[c[0] for c in NODE_SELECTOR_CASES])
 def test_node_selector(case: str, selector: dict[str, str] | None, labels: dict[str, str],
                        fits: bool) -> None:
-    status = node_selector.fits(make_pod(node_selector_=selector),
+    status = node_affinity.fits(make_pod(node_selector_=selector),
                                 info(make_node("n", labels=labels)))
     assert status.is_success is fits
     if not fits:
@@ -221,8 +224,12 @@ def test_least_pods_normalize(counts: dict[str, int], expected: dict[str, int]) 
 def test_registry_lists_every_plugin_once() -> None:
     names = [p.name for p in FILTERS]
     assert names == ["NodeUnschedulable", "NodeName", "NodeReady", "TaintToleration",
-                     "NodeSelector"]
-    assert [p.name for p in SCORERS] == ["LeastPods"]
+                     "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
+                     "InterPodAffinity"]
+    assert [p.name for p in SCORERS] == ["TaintToleration", "NodeResourcesFit",
+                                         "NodeResourcesBalancedAllocation", "NodeAffinity",
+                                         "PodTopologySpread", "InterPodAffinity",
+                                         "LeastPods"]
 
 
 # -- framework: filters, message, choice ---------------------------------------------------
@@ -527,6 +534,8 @@ def test_spec_update_retries_a_waiting_pod_but_status_update_does_not() -> None:
     ("uncordoned", {"spec": {}}, True),
     ("became ready", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}, True),
     ("taints", {"spec": {"unschedulable": True, "taints": [GPU_TAINT]}}, True),
+    ("allocatable grew", {"status": {"conditions": [{"type": "Ready", "status": "False"}],
+                                     "allocatable": {"cpu": "4"}}}, True),
 ])
 def test_node_change_could_help(case: str, change: dict[str, Any], helps: bool) -> None:
     old = make_node("n", ready="False", unschedulable_=True)

@@ -7,7 +7,16 @@ do we: it is the cheapest filter and documents the rule.
 
 from __future__ import annotations
 
-from scheduler.framework import SUCCESS, FilterPlugin, NodeInfo, Pod, Status, unschedulable
+from scheduler.framework import (
+    SUCCESS,
+    Cluster,
+    FilterFunc,
+    FilterPlugin,
+    NodeInfo,
+    Pod,
+    Status,
+    unschedulable,
+)
 
 NAME = "NodeName"
 ERR_REASON = "node(s) didn't match the requested node name"
@@ -20,4 +29,8 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return unschedulable(ERR_REASON, unresolvable=True)
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+def pre_filter(pod: Pod, cluster: Cluster) -> FilterFunc | None:
+    return fits if (pod.get("spec") or {}).get("nodeName") else None
+
+
+PLUGIN = FilterPlugin(NAME, filter=fits, pre_filter=pre_filter)

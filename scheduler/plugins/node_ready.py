@@ -18,7 +18,6 @@ from scheduler.framework import (
     NodeInfo,
     Pod,
     Status,
-    node_condition,
     tolerates,
     unschedulable,
 )
@@ -30,7 +29,7 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 
 
 def fits(pod: Pod, node_info: NodeInfo) -> Status:
-    ready = node_condition(node_info.node, "Ready")
+    ready = node_info.ready
     if ready == "True":
         return SUCCESS
     # A node that never reported is treated like one that stopped reporting.
@@ -40,4 +39,4 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return unschedulable(ERR_REASON)
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+PLUGIN = FilterPlugin(NAME, filter=fits)

@@ -22,11 +22,11 @@ TAINT_KEY = "node.kubernetes.io/unschedulable"
 
 
 def fits(pod: Pod, node_info: NodeInfo) -> Status:
-    if not (node_info.node.get("spec") or {}).get("unschedulable"):
+    if not node_info.unschedulable:
         return SUCCESS
     if tolerates((pod.get("spec") or {}).get("tolerations"), key=TAINT_KEY, effect="NoSchedule"):
         return SUCCESS
     return unschedulable(ERR_REASON, unresolvable=True)
 
 
-PLUGIN = FilterPlugin(NAME, fits)
+PLUGIN = FilterPlugin(NAME, filter=fits)
