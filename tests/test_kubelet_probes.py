@@ -232,11 +232,15 @@ async def test_a_failing_http_probe_says_why(
                                       "periodSeconds": 1})
     pod = await create_pod(http, pod_manifest(name, kubelet.node_name, [container], grace=1))
 
+    want = "Readiness probe failed: HTTP probe failed with statuscode: 404"
+
     async def unhealthy() -> list[str] | None:
+        # a probe before httpd listens fails to connect (its own message); then the 404s
         messages = [e["message"] for e in await pod_events(http, pod)
                     if e["reason"] == "Unhealthy"]
-        return messages or None
-    messages = await eventually(unhealthy, timeout=60, what="an Unhealthy event")
-    assert messages[0] == "Readiness probe failed: HTTP probe failed with statuscode: 404"
+        return messages if want in messages else None
+    messages = await eventually(unhealthy, timeout=60, what="an Unhealthy event for a 404")
+    assert all(m == want or m.startswith('Readiness probe failed: Get "http://')
+               for m in messages), messages
     assert ready_condition(await get_pod(http, name)) == "False"
     await http.delete(f"/api/v1/namespaces/default/pods/{name}")
