@@ -5,56 +5,21 @@ kubelet reports in `status.qosClass` and turns into the containers' OOM score
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
+from common.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 from common.quantity import QuantityError, parse_quantity
 
-GUARANTEED = "Guaranteed"
-BURSTABLE = "Burstable"
-BEST_EFFORT = "BestEffort"
-
-QOS_RESOURCES = ("cpu", "memory")  # isSupportedQoSComputeResource
+__all__ = ["BEST_EFFORT", "BURSTABLE", "GUARANTEED", "oom_score_adj", "pod_qos_class"]
 
 # qos/policy.go
 GUARANTEED_OOM_SCORE_ADJ = -997
 BEST_EFFORT_OOM_SCORE_ADJ = 1000
 
 
-def _add_positive(totals: dict[str, Decimal], resources: Mapping[str, Any]) -> set[str]:
-    counted = set()
-    for name, text in resources.items():
-        if name not in QOS_RESOURCES:
-            continue
-        try:
-            value = parse_quantity(str(text))
-        except QuantityError:
-            continue
-        if value > 0:
-            totals[name] = totals.get(name, Decimal(0)) + value
-            counted.add(name)
-    return counted
-
-
 def pod_qos_class(pod: Mapping[str, Any]) -> str:
-    """Guaranteed when every container (init containers too) limits both cpu and memory
-    and the summed requests equal the summed limits; BestEffort when none requests or
-    limits cpu or memory; else Burstable. Ephemeral containers do not count."""
-    spec = pod.get("spec") or {}
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    guaranteed = True
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
-        resources = container.get("resources") or {}
-        _add_positive(requests, resources.get("requests") or {})
-        if not set(QOS_RESOURCES) <= _add_positive(limits, resources.get("limits") or {}):
-            guaranteed = False
-    if not requests and not limits:
-        return BEST_EFFORT
-    if guaranteed and len(requests) == len(limits) and all(
-            limits.get(name) == value for name, value in requests.items()):
-        return GUARANTEED
-    return BURSTABLE
+    """The QoS class of a whole pod object (common.qos.qos_class of its spec)."""
+    return qos_class(pod.get("spec") or {})
 
 
 def oom_score_adj(pod: Mapping[str, Any], container: Mapping[str, Any], *,

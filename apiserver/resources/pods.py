@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from apiserver.objects import mark_for_deletion
@@ -39,7 +38,7 @@ from apiserver.tables import (
 from apiserver.validation import Cause
 from common import errors
 from common.models import Pod
-from common.quantity import QuantityError, parse_quantity
+from common.qos import qos_class
 from common.timestamps import rfc3339
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
@@ -54,7 +53,6 @@ _REFERENCE = re.compile(
     rf"(?P<name>(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*)"
     r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
     r"(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?")
-QOS_COMPUTE_RESOURCES = ("cpu", "memory")
 
 
 # The priority classes every cluster has (scheduling.SystemPriorityClasses).
@@ -129,43 +127,8 @@ def image_tag(image: str) -> str:
 
 
 def pod_qos_class(spec: dict[str, Any]) -> str:
-    """BestEffort, Burstable or Guaranteed, as qos.ComputePodQOS decides it.
-
-    Requests and limits are summed over containers and init containers, counting only
-    cpu and memory above zero. Guaranteed needs every container to set both limits and
-    the requests to equal the limits.
-    """
-    requests: dict[str, Decimal] = {}
-    limits: dict[str, Decimal] = {}
-    guaranteed = True
-    for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
-        resources = container.get("resources") or {}
-        add_positive(requests, resources.get("requests") or {})
-        found = add_positive(limits, resources.get("limits") or {})
-        if not set(QOS_COMPUTE_RESOURCES) <= found:
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    if guaranteed and all(limits.get(name) == value for name, value in requests.items()) \
-            and len(requests) == len(limits):
-        return "Guaranteed"
-    return "Burstable"
-
-
-def add_positive(totals: dict[str, Decimal], resources: dict[str, Any]) -> set[str]:
-    """Add the positive cpu/memory quantities to totals; return the names that counted."""
-    counted = set()
-    for name, text in resources.items():
-        if name not in QOS_COMPUTE_RESOURCES:
-            continue
-        try:
-            value = parse_quantity(str(text))
-        except QuantityError:
-            continue  # validation reports it
-        if value > 0:
-            totals[name] = totals.get(name, Decimal(0)) + value
-            counted.add(name)
-    return counted
+    """status.qosClass's default (common.qos, shared with the kubelet)."""
+    return qos_class(spec)
 
 
 # --- validation ----------------------------------------------------------------------------
