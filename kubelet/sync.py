@@ -202,7 +202,9 @@ class PodSyncer:
         sandbox = observation.latest_sandbox()
         made: list[ContainerSummary] = []
         if sandbox is not None and sandbox.ready:
-            specs = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+            spec = pod.get("spec") or {}
+            specs = {c["name"]: c for key in ("initContainers", "containers")
+                     for c in spec.get(key) or []}
             for start in actions.start:
                 made += await self._start_container(state, specs[start.name], start,
                                                     sandbox=sandbox)
