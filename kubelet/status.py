@@ -30,6 +30,7 @@ CREATE_CONTAINER_ERROR = "CreateContainerError"
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
 POD_INITIALIZING = "PodInitializing"
+POST_START_HOOK_ERROR = "PostStartHookError"
 
 # Condition types the kubelet owns (others, e.g. DisruptionTarget, are kept as they are).
 POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"

@@ -51,6 +51,11 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
             yield (f"spec.initContainers[{i}].restartPolicy",
                    "sidecar containers (init containers with restartPolicy Always)")
+    for group in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(group) or []):
+            lifecycle = container.get("lifecycle") if isinstance(container, Mapping) else None
+            if isinstance(lifecycle, Mapping) and lifecycle.get("stopSignal"):
+                yield f"spec.{group}[{i}].lifecycle.stopSignal", "lifecycle.stopSignal"
     pod_user = pod_security.get("runAsUser")
     pod_non_root = pod_security.get("runAsNonRoot")
     for group in ("initContainers", "containers", "ephemeralContainers"):
