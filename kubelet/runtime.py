@@ -68,6 +68,7 @@ class ContainerInfo:
     finished_at: datetime | None = None
     spec_hash: str = ""
     grace_period: int | None = None
+    termination_message: str = ""  # from terminationMessagePath (or the logs), once exited
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from common.timestamps import rfc3339
 from kubelet.prober.probes import ProbeStatus
 from kubelet.qos import pod_qos_class
 from kubelet.runtime import ContainerInfo, PodObservation
+from kubelet.termination import with_message
 
 # Waiting reasons, as the kubelet words them.
 CONTAINER_CREATING = "ContainerCreating"
@@ -101,8 +102,9 @@ def terminated_state(container: ContainerInfo) -> dict[str, Any]:
         reason = "Error"
     state: dict[str, Any] = {"exitCode": container.exit_code, "reason": reason,
                              "containerID": f"docker://{container.id}"}
-    if container.error:
-        state["message"] = container.error
+    message = with_message(container.error, container.termination_message)
+    if message:
+        state["message"] = message
     if container.started_at:
         state["startedAt"] = rfc3339(container.started_at)
     if container.finished_at:

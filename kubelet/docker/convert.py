@@ -31,6 +31,7 @@ from kubelet.runtime import (
     pod_labels,
     pod_ref,
 )
+from kubelet.termination import message_labels
 
 
 def parse_docker_time(value: str | None) -> datetime | None:
@@ -189,7 +190,8 @@ def port_key(port: Mapping[str, Any]) -> str:
 def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], *,
                           node_name: str, sandbox_id: str, attempt: int,
                           pid_target: str | None = None,
-                          memory_capacity: int = 0) -> dict[str, Any]:
+                          memory_capacity: int = 0,
+                          termination_log: str = "") -> dict[str, Any]:
     """A Docker create body for one pod container joining the sandbox's namespaces (and,
     for an ephemeral container with a target, the target's PID namespace).
 
@@ -223,6 +225,11 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
     labels = pod_labels(pod, node_name=node_name, container=str(container["name"]),
                         attempt=attempt, kind="container")
     labels[LABEL_SPEC_HASH] = container_spec_hash(container)
+    if termination_log and container.get("terminationMessagePath"):
+        # The kubelet's file at the container's terminationMessagePath, read once it exited.
+        labels.update(message_labels(container))
+        host_config["Mounts"] = [{"Type": "bind", "Source": termination_log,
+                                  "Target": str(container["terminationMessagePath"])}]
     body: dict[str, Any] = {
         "Image": container["image"],
         "Env": _env_list(container),
