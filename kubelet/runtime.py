@@ -178,6 +178,12 @@ class CreateContainerError(RuntimeFailure):
     reason = "CreateContainerError"
 
 
+class CreateContainerConfigError(RuntimeFailure):
+    """The container's configuration cannot be made (an env var it asks for)."""
+
+    reason = "CreateContainerConfigError"
+
+
 class StartContainerError(RuntimeFailure):
     reason = "RunContainerError"
 

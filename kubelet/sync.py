@@ -49,6 +49,7 @@ from kubelet.prober import ProbeManager
 from kubelet.runtime import (
     ContainerInfo,
     ContainerSummary,
+    CreateContainerConfigError,
     PodObservation,
     PodRef,
     Runtime,
@@ -377,7 +378,10 @@ class PodSyncer:
                                                                pid_target=pid_target)
         except RuntimeFailure as e:
             self._acted(state)
-            state.waiting[name] = Waiting(podstatus.CREATE_CONTAINER_ERROR, e.message)
+            reason = (podstatus.CREATE_CONTAINER_CONFIG_ERROR
+                      if isinstance(e, CreateContainerConfigError)
+                      else podstatus.CREATE_CONTAINER_ERROR)
+            state.waiting[name] = Waiting(reason, e.message)
             self.events.emit(pod, "Warning", "Failed", f"Error: {e.message}", container=name)
             self._retry_in(state, ERROR_RETRY_SECONDS)
             return []

@@ -10,6 +10,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -23,10 +24,12 @@ from kubelet.docker.convert import (
     sandbox_from_inspect,
     summary_from_list,
 )
+from kubelet.env import EnvError, PodContext
 from kubelet.runtime import (
     LABEL_POD_UID,
     ContainerInfo,
     ContainerSummary,
+    CreateContainerConfigError,
     CreateContainerError,
     ImageInfo,
     ImageNotPresent,
@@ -60,7 +63,8 @@ class DockerRuntime:
     """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
 
     def __init__(self, client: DockerClient, *, node_name: str, sandbox_image: str,
-                 memory_capacity: int = 0, pods_dir: str = "") -> None:
+                 memory_capacity: int = 0, pods_dir: str = "", node_ip: str = "",
+                 allocatable: Mapping[str, Decimal] | None = None) -> None:
         self.client = client
         self.node_name = node_name
         self.sandbox_image = sandbox_image
@@ -68,6 +72,9 @@ class DockerRuntime:
         # Where the containers' termination-log files live ("": none are mounted).
         self.pods_dir = pods_dir
         self._messages: dict[str, str] = {}  # exited container id -> termination message
+        # For the env's fieldRefs (status.hostIP) and resourceFieldRefs (unset limits).
+        self.node_ip = node_ip
+        self.allocatable = dict(allocatable or {})
 
     async def ping(self) -> bool:
         return await self.client.ping()
@@ -171,11 +178,19 @@ class DockerRuntime:
                                         container=str(container["name"]),
                                         token=secrets.token_hex(4))
             await asyncio.to_thread(_create_empty_file, termination_log)
-        body = container_create_body(pod, container, node_name=self.node_name,
-                                     sandbox_id=sandbox.id, attempt=attempt,
-                                     pid_target=pid_target,
-                                     memory_capacity=self.memory_capacity,
-                                     termination_log=termination_log)
+        host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
+        context = PodContext(pod_ip=self.node_ip if host_network else sandbox.ip,
+                             host_ip=self.node_ip, allocatable=self.allocatable)
+        try:
+            body = container_create_body(pod, container, node_name=self.node_name,
+                                         sandbox_id=sandbox.id, attempt=attempt,
+                                         pid_target=pid_target,
+                                         memory_capacity=self.memory_capacity,
+                                         termination_log=termination_log, env_context=context)
+        except EnvError as e:
+            if termination_log:
+                await asyncio.to_thread(_remove_file, termination_log, self.pods_dir)
+            raise CreateContainerConfigError(str(e)) from e
         name = container_name(container=str(container["name"]), pod=pod_ref(pod),
                               attempt=attempt)
         try:
