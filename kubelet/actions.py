@@ -105,11 +105,59 @@ def _next_attempt(latest: ContainerInfo | None) -> int:
     return latest.attempt + 1 if latest is not None else 0
 
 
+def init_specs(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((pod.get("spec") or {}).get("initContainers") or [])
+
+
+def init_container_failed(container: ContainerInfo) -> bool:
+    """isInitContainerFailed: it exited non-zero, or the runtime lost track of it."""
+    return (container.state == "exited" and container.exit_code != 0) \
+        or container.state == "unknown"
+
+
+@dataclass(frozen=True)
+class InitProgress:
+    """findNextInitContainerToRun: the failed instance to restart (if any), the init
+    container to run next (None: wait for the running one, or all are done), and whether
+    initialization is done."""
+
+    failed: ContainerInfo | None
+    next: Mapping[str, Any] | None
+    done: bool
+
+
+def next_init_container(pod: Mapping[str, Any], observation: PodObservation) -> InitProgress:
+    inits = init_specs(pod)
+    if not inits:
+        return InitProgress(None, None, True)
+    # An app container running means the init containers all ran at some point (their
+    # instances may have been removed since): never run them again.
+    for spec in (pod.get("spec") or {}).get("containers") or []:
+        latest = observation.latest(str(spec["name"]))
+        if latest is not None and latest.state == "running":
+            return InitProgress(None, None, True)
+    for spec in reversed(inits):
+        latest = observation.latest(str(spec["name"]))
+        if latest is not None and init_container_failed(latest):
+            return InitProgress(latest, spec, False)
+    for i in range(len(inits) - 1, -1, -1):
+        latest = observation.latest(str(inits[i]["name"]))
+        if latest is None:
+            continue
+        if latest.state != "exited":  # running (or being created): wait for it
+            return InitProgress(None, None, False)
+        if i == len(inits) - 1:
+            return InitProgress(None, None, True)
+        return InitProgress(None, inits[i + 1], False)
+    return InitProgress(None, inits[0], False)
+
+
 def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> PodActions:
     specs = list((pod.get("spec") or {}).get("containers") or [])
     policy = restart_policy(pod)
     create, attempt = sandbox_changed(pod, observation)
     actions = PodActions(create_sandbox=create, sandbox_attempt=attempt)
+    inits = init_specs(pod)
 
     if create:
         actions.kill_pod = observation.latest_sandbox() is not None
@@ -125,11 +173,32 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
             if policy == "Never" and latest is not None and latest.state == "exited":
                 continue
             actions.start.append(StartContainer(spec["name"], _next_attempt(latest), latest))
-        if not actions.start:  # nothing to run in a new sandbox: do not make one
-            actions.create_sandbox = False
+        if not actions.start and next_init_container(pod, observation).done:
+            actions.create_sandbox = False  # nothing to run in a new sandbox: do not make one
+            return actions
+        if inits:  # a new sandbox runs the init containers again, from the first
+            first = str(inits[0]["name"])
+            latest = observation.latest(first)
+            actions.start = [StartContainer(first, _next_attempt(latest), latest)]
         return actions
 
-    wanted = {spec["name"] for spec in specs + ephemeral_specs(pod)}
+    progress = next_init_container(pod, observation)
+    if not progress.done:
+        if progress.next is not None:
+            if progress.failed is not None and policy == "Never":
+                actions.kill_pod = True  # initialization failed for good: the pod Failed
+            else:
+                if progress.failed is not None and progress.failed.state == "unknown":
+                    actions.kill.append(KillContainer(
+                        progress.failed, f"Init container {progress.failed.name} is in an "
+                                         f"unknown state, will be restarted"))
+                name = str(progress.next["name"])
+                latest = observation.latest(name)
+                actions.start.append(StartContainer(name, _next_attempt(latest), latest))
+        # Still initializing (or failed): the app containers wait.
+        return actions
+
+    wanted = {spec["name"] for spec in specs + inits + ephemeral_specs(pod)}
     keep = 0
     for spec in specs:
         latest = observation.latest(spec["name"])

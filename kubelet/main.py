@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -280,7 +281,9 @@ async def run(args: argparse.Namespace) -> None:
     docker = DockerClient(args.docker_socket)
     runtime = DockerRuntime(docker, node_name=node_name,
                             sandbox_image=args.pod_infra_container_image,
-                            memory_capacity=int(capacity[MEMORY]))
+                            memory_capacity=int(capacity[MEMORY]),
+                            pods_dir=os.path.join(args.root_dir, "pods"),
+                            node_ip=args.node_ip, allocatable=node_allocatable)
     api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
                     user_agent=f"kubelet/{node_name}",
                     group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})

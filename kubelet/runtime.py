@@ -68,6 +68,7 @@ class ContainerInfo:
     finished_at: datetime | None = None
     spec_hash: str = ""
     grace_period: int | None = None
+    termination_message: str = ""  # from terminationMessagePath (or the logs), once exited
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,12 @@ class ImageNotPresent(RuntimeFailure):
 
 class CreateContainerError(RuntimeFailure):
     reason = "CreateContainerError"
+
+
+class CreateContainerConfigError(RuntimeFailure):
+    """The container's configuration cannot be made (an env var it asks for)."""
+
+    reason = "CreateContainerConfigError"
 
 
 class StartContainerError(RuntimeFailure):

@@ -18,6 +18,7 @@ from common.timestamps import rfc3339
 from kubelet.prober.probes import ProbeStatus
 from kubelet.qos import pod_qos_class
 from kubelet.runtime import ContainerInfo, PodObservation
+from kubelet.termination import with_message
 
 # Waiting reasons, as the kubelet words them.
 CONTAINER_CREATING = "ContainerCreating"
@@ -29,6 +30,8 @@ CRASH_LOOP_BACK_OFF = "CrashLoopBackOff"
 CREATE_CONTAINER_ERROR = "CreateContainerError"
 CREATE_CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 RUN_CONTAINER_ERROR = "RunContainerError"
+POD_INITIALIZING = "PodInitializing"
+POST_START_HOOK_ERROR = "PostStartHookError"
 
 # Condition types the kubelet owns (others, e.g. DisruptionTarget, are kept as they are).
 POD_READY_TO_START_CONTAINERS = "PodReadyToStartContainers"
@@ -99,8 +102,9 @@ def terminated_state(container: ContainerInfo) -> dict[str, Any]:
         reason = "Error"
     state: dict[str, Any] = {"exitCode": container.exit_code, "reason": reason,
                              "containerID": f"docker://{container.id}"}
-    if container.error:
-        state["message"] = container.error
+    message = with_message(container.error, container.termination_message)
+    if message:
+        state["message"] = message
     if container.started_at:
         state["startedAt"] = rfc3339(container.started_at)
     if container.finished_at:
@@ -117,6 +121,31 @@ def runtime_state(container: ContainerInfo) -> dict[str, Any]:
     return {"waiting": {"reason": CONTAINER_CREATING}}
 
 
+def init_container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
+                          instances: list[ContainerInfo], old: Mapping[str, Any] | None,
+                          waiting: Waiting | None) -> dict[str, Any]:
+    """The initContainerStatuses[] entry of one init container: a container that, unless
+    the pod is Never, is restarted when it fails (Always acts as OnFailure); ready once it
+    completed (exit 0), started only while it runs."""
+    policy = "Never" if restart_policy(pod) == "Never" else "OnFailure"
+    as_run = {**pod, "spec": {**(pod.get("spec") or {}), "restartPolicy": policy}}
+    status = container_status(as_run, spec, instances, old, waiting)
+    terminated = (status.get("state") or {}).get("terminated")
+    status["ready"] = terminated is not None and int(terminated.get("exitCode") or 0) == 0
+    status["started"] = "running" in (status.get("state") or {})
+    return status
+
+
+def has_init_containers(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("spec") or {}).get("initContainers"))
+
+
+def default_waiting_reason(pod: Mapping[str, Any]) -> str:
+    """convertToAPIContainerStatuses' default waiting state: PodInitializing for every
+    container of a pod with init containers, else ContainerCreating."""
+    return POD_INITIALIZING if has_init_containers(pod) else CONTAINER_CREATING
+
+
 def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
                      instances: list[ContainerInfo], old: Mapping[str, Any] | None,
                      waiting: Waiting | None,
@@ -126,7 +155,7 @@ def container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
     status: dict[str, Any] = {
         "name": spec["name"], "image": spec.get("image", ""), "imageID": "",
         "ready": False, "started": False, "restartCount": 0,
-        "state": {"waiting": {"reason": CONTAINER_CREATING}}, "lastState": {},
+        "state": {"waiting": {"reason": default_waiting_reason(pod)}}, "lastState": {},
     }
     if old:
         status["restartCount"] = int(old.get("restartCount") or 0)
@@ -176,8 +205,28 @@ def ephemeral_container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
     return status
 
 
-def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]]) -> str:
-    """kubelet's getPhase for pods without init containers."""
+def init_progress(pod: Mapping[str, Any], init_statuses: list[dict[str, Any]]
+                  ) -> tuple[int, int]:
+    """getPhase's count of the init containers: (pending, failed)."""
+    by_name = {s["name"]: s for s in init_statuses}
+    pending = failed = 0
+    for spec in (pod.get("spec") or {}).get("initContainers") or []:
+        status = by_name.get(spec["name"]) or {}
+        state = status.get("state") or {}
+        last = (status.get("lastState") or {}).get("terminated")
+        if "terminated" in state:
+            failed += int(state["terminated"].get("exitCode") or 0) != 0
+        elif "waiting" in state and last is not None:
+            failed += int(last.get("exitCode") or 0) != 0
+        else:  # no status, running, or waiting to run for the first time
+            pending += 1
+    return pending, failed
+
+
+def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]],
+              init_statuses: list[dict[str, Any]] | None = None) -> str:
+    """kubelet's getPhase (init containers that are not sidecars)."""
+    pending_init, failed_init = init_progress(pod, init_statuses or [])
     by_name = {s["name"]: s for s in statuses}
     running = waiting = stopped = succeeded = unknown = 0
     for spec in (pod.get("spec") or {}).get("containers") or []:
@@ -195,7 +244,9 @@ def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]]) -> str:
             stopped += 1
         else:
             waiting += 1
-    if waiting > 0:
+    if failed_init > 0 and restart_policy(pod) == "Never":
+        return "Failed"
+    if pending_init > 0 or waiting > 0:
         return "Pending"
     if running > 0 and unknown == 0:
         return "Running"
@@ -230,8 +281,44 @@ def _condition(type_: str, status: bool, *, old: Mapping[str, dict[str, Any]], n
     return condition
 
 
+def any_regular_container_started(statuses: list[dict[str, Any]]) -> bool:
+    """HasAnyRegularContainerStarted: one is running, has terminated or ran before."""
+    for status in statuses:
+        state = status.get("state") or {}
+        if "running" in state or "terminated" in state or \
+                "terminated" in (status.get("lastState") or {}):
+            return True
+    return False
+
+
+def initialized_condition(pod: Mapping[str, Any], statuses: list[dict[str, Any]],
+                          init_statuses: list[dict[str, Any]], phase: str) -> dict[str, Any]:
+    """GeneratePodInitializedCondition's status, reason and message."""
+    inits = (pod.get("spec") or {}).get("initContainers") or []
+    if not inits:
+        return {"status": True}
+    by_name = {s["name"]: s for s in init_statuses}
+    unknown = [str(c["name"]) for c in inits if c["name"] not in by_name]
+    unready = [str(c["name"]) for c in inits
+               if c["name"] in by_name and not by_name[c["name"]].get("ready")]
+    if phase == "Succeeded" and not unknown:
+        return {"status": True, "reason": "PodCompleted"}
+    if any_regular_container_started(statuses):
+        return {"status": True}
+    messages = []
+    if unknown:
+        messages.append(f"containers with unknown status: {_go_list(unknown)}")
+    if unready:
+        messages.append(f"containers with incomplete status: {_go_list(unready)}")
+    if messages:
+        return {"status": False, "reason": "ContainersNotInitialized",
+                "message": ", ".join(messages)}
+    return {"status": True}
+
+
 def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase: str, *,
-                   sandbox_ready: bool, now: datetime) -> list[dict[str, Any]]:
+                   sandbox_ready: bool, now: datetime,
+                   init_statuses: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     old_conditions = list((pod.get("status") or {}).get("conditions") or [])
     old = {c.get("type", ""): c for c in old_conditions}
     kept = [c for c in old_conditions if c.get("type") not in KUBELET_CONDITIONS]
@@ -248,7 +335,8 @@ def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase
     return [
         *kept,
         _condition(POD_READY_TO_START_CONTAINERS, sandbox_ready, old=old, now=now),
-        _condition(INITIALIZED, True, old=old, now=now),
+        _condition(INITIALIZED, old=old, now=now,
+                   **initialized_condition(pod, statuses, init_statuses or [], phase)),
         _condition(READY, old=old, now=now, **ready_args),
         _condition(CONTAINERS_READY, old=old, now=now, **ready_args),
         _condition(POD_SCHEDULED, True, old=old, now=now),
@@ -269,7 +357,12 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
         statuses.append(container_status(pod, spec, instances, old_containers.get(spec["name"]),
                                          waiting.get(spec["name"]),
                                          (probes or {}).get(spec["name"])))
-    phase = pod_phase(pod, statuses)
+    old_init = {s.get("name"): s for s in old_status.get("initContainerStatuses") or []}
+    init_statuses = [
+        init_container_status(pod, spec, observation.containers_named(spec["name"]),
+                              old_init.get(spec["name"]), waiting.get(spec["name"]))
+        for spec in (pod.get("spec") or {}).get("initContainers") or []]
+    phase = pod_phase(pod, statuses, init_statuses)
     if old_status.get("phase") in TERMINAL_PHASES:
         phase = old_status["phase"]  # pods never leave a terminal phase
     sandbox = observation.latest_sandbox()
@@ -282,11 +375,14 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
     status.setdefault("qosClass", pod_qos_class(pod))
     status.update(
         phase=phase,
-        conditions=pod_conditions(pod, statuses, phase, sandbox_ready=sandbox_ready, now=now),
+        conditions=pod_conditions(pod, statuses, phase, sandbox_ready=sandbox_ready, now=now,
+                                  init_statuses=init_statuses),
         hostIP=node_ip, hostIPs=[{"ip": node_ip}],
         startTime=old_status.get("startTime") or rfc3339(now),
         containerStatuses=statuses,
     )
+    if init_statuses:
+        status["initContainerStatuses"] = init_statuses
     ephemeral = ephemeral_container_statuses(pod, observation, waiting)
     if ephemeral:
         status["ephemeralContainerStatuses"] = ephemeral

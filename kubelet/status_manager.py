@@ -79,7 +79,8 @@ def status_write(base: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str
 def describe_status(status: Mapping[str, Any]) -> str:
     """`Running [app=running, sidecar=waiting(CrashLoopBackOff)]`, for the log."""
     parts = []
-    for container in status.get("containerStatuses") or []:
+    for container in [*(status.get("initContainerStatuses") or []),
+                      *(status.get("containerStatuses") or [])]:
         state = container.get("state") or {}
         kind = next(iter(state), "?")
         reason = (state.get(kind) or {}).get("reason") if isinstance(state.get(kind), dict) \

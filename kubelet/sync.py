@@ -43,11 +43,13 @@ from kubelet.actions import (
 )
 from kubelet.events import EventSink
 from kubelet.images import ImageManager
+from kubelet.lifecycle import POST_START_TIMEOUT_SECONDS, remaining_grace, run_handler
 from kubelet.pleg import CachedPod, PodCache
 from kubelet.prober import ProbeManager
 from kubelet.runtime import (
     ContainerInfo,
     ContainerSummary,
+    CreateContainerConfigError,
     PodObservation,
     PodRef,
     Runtime,
@@ -183,8 +185,8 @@ class PodSyncer:
             self._acted(state)
         for kill in actions.kill:
             self.events.emit(pod, "Normal", "Killing", kill.message, container=kill.container.name)
-            await self.runtime.stop_container(kill.container.id,
-                                              grace_seconds=grace_period_of(pod))
+            await self._kill_container(pod, kill.container, grace=grace_period_of(pod),
+                                       pod_ip=self._pod_ip(pod, observation))
             self._acted(state)
             changed.append(summary_of(kill.container))
         if actions.create_sandbox:
@@ -202,7 +204,9 @@ class PodSyncer:
         sandbox = observation.latest_sandbox()
         made: list[ContainerSummary] = []
         if sandbox is not None and sandbox.ready:
-            specs = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+            spec = pod.get("spec") or {}
+            specs = {c["name"]: c for key in ("initContainers", "containers")
+                     for c in spec.get(key) or []}
             for start in actions.start:
                 made += await self._start_container(state, specs[start.name], start,
                                                     sandbox=sandbox)
@@ -245,8 +249,8 @@ class PodSyncer:
             self.events.emit(state.pod, "Normal", "Killing",
                              f"Container {container.name} failed {kind} probe, will be "
                              f"restarted", container=container.name)
-            await self.runtime.stop_container(container.id,
-                                              grace_seconds=grace_period_of(state.pod))
+            await self._kill_container(state.pod, container, grace=grace_period_of(state.pod),
+                                       pod_ip=self._pod_ip(state.pod, observation))
             self._acted(state)
             killed.append(summary_of(container))
         return killed
@@ -374,7 +378,10 @@ class PodSyncer:
                                                                pid_target=pid_target)
         except RuntimeFailure as e:
             self._acted(state)
-            state.waiting[name] = Waiting(podstatus.CREATE_CONTAINER_ERROR, e.message)
+            reason = (podstatus.CREATE_CONTAINER_CONFIG_ERROR
+                      if isinstance(e, CreateContainerConfigError)
+                      else podstatus.CREATE_CONTAINER_ERROR)
+            state.waiting[name] = Waiting(reason, e.message)
             self.events.emit(pod, "Warning", "Failed", f"Error: {e.message}", container=name)
             self._retry_in(state, ERROR_RETRY_SECONDS)
             return []
@@ -394,7 +401,76 @@ class PodSyncer:
         self._acted(state)
         self.events.emit(pod, "Normal", "Started", f"Started container {name}", container=name)
         state.waiting.pop(name, None)
+        post_start = (spec.get("lifecycle") or {}).get("postStart")
+        if post_start:
+            await self._post_start(state, spec, post_start, container_id, sandbox=sandbox)
         return made
+
+    async def _post_start(self, state: PodState, spec: Mapping[str, Any],
+                          handler: Mapping[str, Any], container_id: str, *,
+                          sandbox: SandboxInfo) -> None:
+        """startContainer's postStart: a failed hook kills the container it ran for."""
+        pod = state.pod
+        name = str(spec["name"])
+        pod_ip = (self.config.node_ip if (pod.get("spec") or {}).get("hostNetwork")
+                  else sandbox.ip)
+        log.info("%s: running the postStart hook of %s", state.ref.key, name)
+        failure = await run_handler(handler, container=spec, container_id=container_id,
+                                    pod_name=pod_full_name(pod), pod_ip=pod_ip,
+                                    runtime=self.runtime, timeout=POST_START_TIMEOUT_SECONDS)
+        if failure is None:
+            return
+        log.info("%s: the postStart hook of %s failed: killing it", state.ref.key, name)
+        self.events.emit(pod, "Warning", "FailedPostStartHook", failure, container=name)
+        self.events.emit(pod, "Normal", "Killing", "FailedPostStartHook", container=name)
+        await self._stop_with_pre_stop(pod, spec, container_id, grace=grace_period_of(pod),
+                                       pod_ip=pod_ip)
+        self._acted(state)
+        state.waiting[name] = Waiting(podstatus.POST_START_HOOK_ERROR, failure)
+
+    def _spec_of(self, pod: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+        spec = pod.get("spec") or {}
+        return next((c for key in ("containers", "initContainers", "ephemeralContainers")
+                     for c in spec.get(key) or [] if c.get("name") == name), None)
+
+    async def _kill_container(self, pod: Mapping[str, Any], container: ContainerInfo, *,
+                              grace: int, pod_ip: str) -> None:
+        """killContainer: its preStop hook (if any) within the grace period, then the stop
+        signal with what is left of it."""
+        await self._stop_with_pre_stop(pod, self._spec_of(pod, container.name) or {},
+                                       container.id, grace=grace, pod_ip=pod_ip)
+
+    async def _stop_with_pre_stop(self, pod: Mapping[str, Any], spec: Mapping[str, Any],
+                                  container_id: str, *, grace: int, pod_ip: str) -> None:
+        handler = (spec.get("lifecycle") or {}).get("preStop")
+        if handler and grace > 0:
+            grace = remaining_grace(grace, await self._pre_stop(pod, spec, handler,
+                                                                container_id, grace=grace,
+                                                                pod_ip=pod_ip))
+        await self.runtime.stop_container(container_id, grace_seconds=grace)
+
+    async def _pre_stop(self, pod: Mapping[str, Any], spec: Mapping[str, Any],
+                        handler: Mapping[str, Any], container_id: str, *, grace: int,
+                        pod_ip: str) -> float:
+        """executePreStopHook: run it for at most `grace` seconds; the seconds it took."""
+        name = str(spec.get("name") or "")
+        key = f"{(pod.get('metadata') or {}).get('namespace')}/" \
+              f"{(pod.get('metadata') or {}).get('name')}"
+        log.info("%s: running the preStop hook of %s (grace %ds)", key, name, grace)
+        started = self.clock()
+        failure: str | None
+        try:
+            async with asyncio.timeout(grace):
+                failure = await run_handler(handler, container=spec, container_id=container_id,
+                                            pod_name=pod_full_name(pod), pod_ip=pod_ip,
+                                            runtime=self.runtime, timeout=grace)
+        except TimeoutError:  # as kube: no event, the stop signal follows
+            log.info("%s: the preStop hook of %s did not complete in %ds", key, name, grace)
+            failure = None
+        if failure is not None:
+            log.info("%s: the preStop hook of %s failed", key, name)
+            self.events.emit(pod, "Warning", "FailedPreStopHook", failure, container=name)
+        return self.clock() - started
 
     async def _ensure_image(self, state: PodState, spec: Mapping[str, Any]) -> bool:
         # A pull can take long: the status shows the sandbox and pod IP meanwhile.
@@ -420,7 +496,8 @@ class PodSyncer:
         for container in running:
             self.events.emit(pod, "Normal", "Killing", f"Stopping container {container.name}",
                              container=container.name)
-        await asyncio.gather(*(self.runtime.stop_container(c.id, grace_seconds=grace)
+        pod_ip = self._pod_ip(pod, observation)
+        await asyncio.gather(*(self._kill_container(pod, c, grace=grace, pod_ip=pod_ip)
                                for c in running))
         sandboxes = [s for s in observation.sandboxes if s.ready]
         await asyncio.gather(*(self.runtime.stop_container(s.id,

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubelet import qos, resources
+from kubelet.env import PodContext, container_env, expand_command
 from kubelet.runtime import (
     LABEL_ATTEMPT,
     LABEL_CONTAINER_NAME,
@@ -31,6 +32,7 @@ from kubelet.runtime import (
     pod_labels,
     pod_ref,
 )
+from kubelet.termination import message_labels
 
 
 def parse_docker_time(value: str | None) -> datetime | None:
@@ -121,12 +123,8 @@ def sandbox_from_inspect(data: Mapping[str, Any]) -> SandboxInfo:
         grace_period=_int_label(labels, LABEL_GRACE_PERIOD))
 
 
-def _env_list(container: Mapping[str, Any]) -> list[str]:
-    """Plain `value` env vars; `valueFrom` needs API objects we do not serve, so it is empty."""
-    env = []
-    for var in container.get("env") or []:
-        env.append(f"{var['name']}={var.get('value', '')}")
-    return env
+def _env_list(variables: Mapping[str, str]) -> list[str]:
+    return [f"{name}={value}" for name, value in variables.items()]
 
 
 def host_port_bindings(pod: Mapping[str, Any], *,
@@ -189,7 +187,9 @@ def port_key(port: Mapping[str, Any]) -> str:
 def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], *,
                           node_name: str, sandbox_id: str, attempt: int,
                           pid_target: str | None = None,
-                          memory_capacity: int = 0) -> dict[str, Any]:
+                          memory_capacity: int = 0,
+                          termination_log: str = "",
+                          env_context: PodContext | None = None) -> dict[str, Any]:
     """A Docker create body for one pod container joining the sandbox's namespaces (and,
     for an ephemeral container with a target, the target's PID namespace).
 
@@ -220,12 +220,19 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         # (1000) container, which is what the score is for.
         host_config["OomScoreAdj"] = max(
             qos.oom_score_adj(pod, container, memory_capacity=memory_capacity), 0)
+    # EnvError (CreateContainerConfigError) when a variable cannot be made.
+    variables = container_env(pod, container, env_context or PodContext())
     labels = pod_labels(pod, node_name=node_name, container=str(container["name"]),
                         attempt=attempt, kind="container")
     labels[LABEL_SPEC_HASH] = container_spec_hash(container)
+    if termination_log and container.get("terminationMessagePath"):
+        # The kubelet's file at the container's terminationMessagePath, read once it exited.
+        labels.update(message_labels(container))
+        host_config["Mounts"] = [{"Type": "bind", "Source": termination_log,
+                                  "Target": str(container["terminationMessagePath"])}]
     body: dict[str, Any] = {
         "Image": container["image"],
-        "Env": _env_list(container),
+        "Env": _env_list(variables),
         "Labels": labels,
         "Tty": bool(container.get("tty")),
         "OpenStdin": bool(container.get("stdin")),
@@ -233,10 +240,10 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
         "HostConfig": host_config,
     }
     if container.get("command"):
-        body["Entrypoint"] = list(container["command"])
-        body["Cmd"] = list(container.get("args") or [])
+        body["Entrypoint"] = expand_command(list(container["command"]), variables)
+        body["Cmd"] = expand_command(list(container.get("args") or []), variables)
     elif container.get("args"):
-        body["Cmd"] = list(container["args"])
+        body["Cmd"] = expand_command(list(container["args"]), variables)
     if container.get("workingDir"):
         body["WorkingDir"] = container["workingDir"]
     apply_security_context(body, pod, container)

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import logging
+import os
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -18,10 +24,12 @@ from kubelet.docker.convert import (
     sandbox_from_inspect,
     summary_from_list,
 )
+from kubelet.env import EnvError, PodContext
 from kubelet.runtime import (
     LABEL_POD_UID,
     ContainerInfo,
     ContainerSummary,
+    CreateContainerConfigError,
     CreateContainerError,
     ImageInfo,
     ImageNotPresent,
@@ -38,6 +46,15 @@ from kubelet.runtime import (
     pod_ref,
     sandbox_name,
 )
+from kubelet.termination import (
+    MAX_LOG_MESSAGE_BYTES,
+    MAX_LOG_MESSAGE_LINES,
+    falls_back_to_logs,
+    host_file,
+    message_file,
+    read_message_file,
+    tail_bytes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +63,18 @@ class DockerRuntime:
     """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
 
     def __init__(self, client: DockerClient, *, node_name: str, sandbox_image: str,
-                 memory_capacity: int = 0) -> None:
+                 memory_capacity: int = 0, pods_dir: str = "", node_ip: str = "",
+                 allocatable: Mapping[str, Decimal] | None = None) -> None:
         self.client = client
         self.node_name = node_name
         self.sandbox_image = sandbox_image
         self.memory_capacity = memory_capacity  # the node's, for Burstable OOM scores
+        # Where the containers' termination-log files live ("": none are mounted).
+        self.pods_dir = pods_dir
+        self._messages: dict[str, str] = {}  # exited container id -> termination message
+        # For the env's fieldRefs (status.hostIP) and resourceFieldRefs (unset limits).
+        self.node_ip = node_ip
+        self.allocatable = dict(allocatable or {})
 
     async def ping(self) -> bool:
         return await self.client.ping()
@@ -81,7 +105,31 @@ class DockerRuntime:
         data = await self.client.inspect_container(summary.id)
         if data is None:  # removed between list and inspect
             return None
-        return sandbox_from_inspect(data) if summary.is_sandbox else container_from_inspect(data)
+        if summary.is_sandbox:
+            return sandbox_from_inspect(data)
+        info = container_from_inspect(data)
+        if info.state != "exited":
+            return info
+        message = self._messages.get(info.id)
+        if message is None:
+            message = await self._termination_message(info, data)
+            self._messages[info.id] = message  # an exited container never changes
+        return dataclasses.replace(info, termination_message=message)
+
+    async def _termination_message(self, info: ContainerInfo, data: Mapping[str, Any]) -> str:
+        """getTerminationMessage: the file, else (FallbackToLogsOnError, failed) the logs."""
+        path = message_file(data)
+        message = await asyncio.to_thread(read_message_file, path) if path else None
+        if message or not falls_back_to_logs(data, exit_code=info.exit_code,
+                                             error=info.error):
+            return message or ""
+        chunks = []
+        try:
+            async for chunk in self.container_logs(info.id, tail_lines=MAX_LOG_MESSAGE_LINES):
+                chunks.append(chunk)
+        except DockerError as e:
+            return f"Error on reading termination message from logs: {e.message}"
+        return tail_bytes(b"".join(chunks), MAX_LOG_MESSAGE_BYTES)
 
     async def inspect_image(self, image: str) -> ImageInfo | None:
         data = await self.client.inspect_image(str(parse_image(image)))
@@ -124,13 +172,40 @@ class DockerRuntime:
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
                                sandbox: SandboxInfo, attempt: int,
                                pid_target: str | None = None) -> str:
-        body = container_create_body(pod, container, node_name=self.node_name,
-                                     sandbox_id=sandbox.id, attempt=attempt,
-                                     pid_target=pid_target,
-                                     memory_capacity=self.memory_capacity)
+        termination_log = ""
+        if self.pods_dir and container.get("terminationMessagePath"):
+            termination_log = host_file(self.pods_dir, pod_uid=pod_ref(pod).uid,
+                                        container=str(container["name"]),
+                                        token=secrets.token_hex(4))
+            await asyncio.to_thread(_create_empty_file, termination_log)
+        host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
+        context = PodContext(pod_ip=self.node_ip if host_network else sandbox.ip,
+                             host_ip=self.node_ip, allocatable=self.allocatable)
+        try:
+            body = container_create_body(pod, container, node_name=self.node_name,
+                                         sandbox_id=sandbox.id, attempt=attempt,
+                                         pid_target=pid_target,
+                                         memory_capacity=self.memory_capacity,
+                                         termination_log=termination_log, env_context=context)
+        except EnvError as e:
+            if termination_log:
+                await asyncio.to_thread(_remove_file, termination_log, self.pods_dir)
+            raise CreateContainerConfigError(str(e)) from e
         name = container_name(container=str(container["name"]), pod=pod_ref(pod),
                               attempt=attempt)
-        return await self._create(name, body)
+        try:
+            return await self._create(name, body)
+        except CreateContainerError as e:
+            if not termination_log or "bind source path does not exist" not in e.message:
+                raise
+        # The engine does not share the kubelet's filesystem (a kubelet in a container
+        # with the host's Docker socket): no termination-log files from now on.
+        log.warning("the Docker engine cannot see %s: termination messages are read from "
+                    "the logs only (FallbackToLogsOnError)", self.pods_dir)
+        self.pods_dir = ""
+        await asyncio.to_thread(_remove_file, termination_log, os.path.dirname(termination_log))
+        return await self.create_container(pod, container, sandbox=sandbox, attempt=attempt,
+                                           pid_target=pid_target)
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> str:
         try:
@@ -160,7 +235,12 @@ class DockerRuntime:
             pass
 
     async def remove_container(self, container_id: str) -> None:
+        data = await self.client.inspect_container(container_id) if self.pods_dir else None
         await self.client.remove_container(container_id, force=True)
+        self._messages.pop(container_id, None)
+        path = message_file(data) if data is not None else ""
+        if path.startswith(self.pods_dir + os.sep):
+            await asyncio.to_thread(_remove_file, path, self.pods_dir)
 
     async def exec_sync(self, container_id: str, cmd: list[str], *,
                         timeout_seconds: float) -> tuple[int, str]:
@@ -186,3 +266,24 @@ class DockerRuntime:
         async for chunk in self.client.logs(container_id, follow=follow, tail=tail_lines,
                                             timestamps=timestamps, since=since, tty=tty):
             yield chunk
+
+
+def _create_empty_file(path: str) -> None:
+    """An empty termination-log file anyone in the container may write (as kube: 0666)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb"):
+        pass
+    os.chmod(path, 0o666)
+
+
+def _remove_file(path: str, root: str) -> None:
+    """The file, then its directories while they are empty (never `root` itself)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+    directory = os.path.dirname(path)
+    while directory.startswith(root + os.sep):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        directory = os.path.dirname(directory)
