@@ -146,7 +146,7 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any],
         elif source.get("resourceFieldRef"):
             variables[name] = resource_field_value(pod, container, source["resourceFieldRef"],
                                                    context)
-        else:  # configMapKeyRef / secretKeyRef: not served to the kubelet yet
+        else:  # configMapKeyRef / secretKeyRef: refused at admission (pod_admission.py)
             variables[name] = ""
     return variables
 

@@ -238,6 +238,15 @@ def pod_spec(**spec: Any) -> dict[str, Any]:
      "spec.containers[0].securityContext.runAsNonRoot"),
     ({"securityContext": {"runAsNonRoot": True, "runAsUser": 0}},
      "spec.containers[0].securityContext.runAsUser"),
+    ({"containers": [{"name": "c", "image": "b", "env": [
+        {"name": "A", "value": "1"},
+        {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k"}}}]}]},
+     "spec.containers[0].env[1].valueFrom.configMapKeyRef"),
+    ({"initContainers": [{"name": "i", "image": "b", "env": [
+        {"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]},
+     "spec.initContainers[0].env[0].valueFrom.secretKeyRef"),
+    ({"containers": [{"name": "c", "image": "b", "envFrom": [{"configMapRef": {"name": "cm"}}]}]},
+     "spec.containers[0].envFrom"),
 ])
 def test_what_the_kubelet_cannot_honour_is_invalid(spec: dict[str, Any], path: str) -> None:
     pod = pod_spec(**spec)
@@ -252,7 +261,9 @@ def test_what_the_kubelet_honours_is_admitted() -> None:
     assert unimplemented_causes(pod_spec(
         hostNetwork=True, hostPID=True, hostIPC=True,
         securityContext={"runAsUser": 1000, "runAsNonRoot": True, "fsGroup": 2000},
-        containers=[{"name": "c", "image": "b", "securityContext": {
+        containers=[{"name": "c", "image": "b", "env": [
+            {"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+            "securityContext": {
             "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
             "privileged": True,
             "capabilities": {"drop": ["ALL"], "add": ["SYS_PTRACE"]},

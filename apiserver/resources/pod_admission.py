@@ -56,6 +56,10 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             lifecycle = container.get("lifecycle") if isinstance(container, Mapping) else None
             if isinstance(lifecycle, Mapping) and lifecycle.get("stopSignal"):
                 yield f"spec.{group}[{i}].lifecycle.stopSignal", "lifecycle.stopSignal"
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        for i, container in enumerate(spec.get(group) or []):
+            if isinstance(container, Mapping):
+                yield from _env_sources(container, f"spec.{group}[{i}]")
     pod_user = pod_security.get("runAsUser")
     pod_non_root = pod_security.get("runAsNonRoot")
     for group in ("initContainers", "containers", "ephemeralContainers"):
@@ -116,3 +120,17 @@ def default_toleration_seconds(pod: dict[str, Any]) -> None:
             tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
                                 "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
     spec["tolerations"] = tolerations
+
+
+def _env_sources(container: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """Variables the kubelet cannot make yet: from ConfigMaps and Secrets (it would need
+    the Node authorizer's graph of what a node's pods reference to read them)."""
+    for j, var in enumerate(container.get("env") or []):
+        source = var.get("valueFrom") if isinstance(var, Mapping) else None
+        if not isinstance(source, Mapping):
+            continue
+        for key in ("configMapKeyRef", "secretKeyRef"):
+            if key in source:
+                yield f"{path}.env[{j}].valueFrom.{key}", f"env from {key}"
+    if container.get("envFrom"):
+        yield f"{path}.envFrom", "envFrom (variables from ConfigMaps and Secrets)"
