@@ -30,6 +30,7 @@ from controller_manager import (
     deployment,
     garbagecollector,
     job,
+    namespace,
     nodelifecycle,
     replicaset,
     tainteviction,
@@ -78,6 +79,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(deployment.NAME, aliases=("deployment",)),
     ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
     ControllerSpec(job.NAME, aliases=("job",)),
+    ControllerSpec(namespace.NAME, aliases=("namespace",)),
 )
 
 
@@ -170,6 +172,11 @@ class ControllerManager:
                                          workers=self.options.concurrent_syncs)
                 self.queues.append(jobs.queue)
                 runners[name] = jobs.run
+            elif name == namespace.NAME:
+                namespaces = namespace.NamespaceController(
+                    self.factory, workers=self.options.concurrent_syncs)
+                self.queues.append(namespaces.queue)
+                runners[name] = namespaces.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
