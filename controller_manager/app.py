@@ -35,6 +35,7 @@ from controller_manager import (
     replicaset,
     tainteviction,
 )
+from controller_manager.events import ControllerRecorder
 from scheduler.metrics import metric_family
 from scheduler.server import Endpoints, listen, serving
 
@@ -180,7 +181,7 @@ class ControllerManager:
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
-        return EventRecorder(self.client, component=component)
+        return ControllerRecorder(self.client, component=component)
 
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         if leading is not None:
