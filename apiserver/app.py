@@ -783,7 +783,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                etcd_tls: EtcdTLS | None = None) -> ResourceFront:
     """The apiserver's ASGI app. `etcd_tls`: the CA and client certificate for `https://`
     etcd servers (--etcd-cafile, --etcd-certfile, --etcd-keyfile). `controllers`: whether this process also runs the
-    in-process controllers (namespace lifecycle, each namespace's default ServiceAccount);
+    in-process controllers (the built-in namespaces, each namespace's default ServiceAccount);
     with --workers only worker 0 does. Every
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
