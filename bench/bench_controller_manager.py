@@ -12,7 +12,8 @@ then, in the same run:
    Deployment's template (with a schedulerName no scheduler serves, so nothing binds
    them) for `--baseline-seconds`: the apiserver's create rate, pods/s;
 2. the scheduler and the controller-manager (`python -m scheduler`, `python -m
-   controller_manager`, both unelected) start; a Deployment of 0 replicas is created and,
+   controller_manager`, both unelected; no node lifecycle controllers, which would taint
+   the heartbeat-less nodes) start; a Deployment of 0 replicas is created and,
    once its ReplicaSet exists, scaled to `--pods` through the scale sub-resource; a watch
    on the namespace's pods times the moment the last of them exists and is bound.
 
@@ -126,6 +127,8 @@ async def run(args: argparse.Namespace) -> int:
                     PYTHON, "-m", "controller_manager", "--apiserver", server.url,
                     "--port", str(free_port()), "--leader-elect=false", "--log-level",
                     "warning", "--concurrent-syncs", str(args.concurrent_syncs),
+                    # the fake nodes send no heartbeats: their lifecycle is not measured
+                    "--controllers=*,-node-lifecycle-controller,-taint-eviction-controller",
                 ], workdir / "controller-manager.log").start())
 
                 name = "bench-web"
