@@ -57,11 +57,11 @@ from apiserver.decode import (
 )
 from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.logs import choose_container
-from apiserver.namespace_controller import NamespaceController
 from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup, workloads
 from apiserver.resources.base import Caller
+from apiserver.resources.namespaces import ensure_default_namespaces
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
@@ -274,6 +274,8 @@ class ApiServer:
                 return await self.patch(request, target)
             if method == "DELETE":
                 return await self.delete(request, target)
+        elif target.subresource == "finalize" and method != "PUT":
+            raise errors.method_not_allowed()  # namespaces/finalize: update only, as kube
         elif target.subresource == "status" or \
                 target.subresource in target.resource.subresource_updates:
             if method == "GET":
@@ -781,7 +783,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                etcd_tls: EtcdTLS | None = None) -> ResourceFront:
     """The apiserver's ASGI app. `etcd_tls`: the CA and client certificate for `https://`
     etcd servers (--etcd-cafile, --etcd-certfile, --etcd-keyfile). `controllers`: whether this process also runs the
-    in-process controllers (namespace lifecycle, each namespace's default ServiceAccount);
+    in-process controllers (the built-in namespaces, each namespace's default ServiceAccount);
     with --workers only worker 0 does. Every
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
@@ -793,7 +795,6 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     registry.authorizer = authorizer = build_authorizer(authorization_modes, registry)
     registry.write_checks = write_checks(registry, authorizer)
     server = ApiServer(registry, service_accounts)
-    namespaces = NamespaceController(registry)
     service_accounts_controller = ServiceAccountsController(registry)
 
     @asynccontextmanager
@@ -802,7 +803,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         registry.start_caches()
         if controllers:
             await reconcile_bootstrap_policy(registry)
-            namespaces.start()
+            default_namespaces = asyncio.create_task(ensure_default_namespaces(registry),
+                                                     name="default namespaces")
             service_accounts_controller.start()
         compactor.start()
         log.info("apiserver using etcd at %s over %s (prefix %s)", storage.target,
@@ -810,7 +812,9 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         yield
         await compactor.stop()
         await service_accounts_controller.stop()
-        await namespaces.stop()
+        if controllers:
+            default_namespaces.cancel()
+            await asyncio.gather(default_namespaces, return_exceptions=True)
         await registry.cacher.stop()
         await storage.close()
 

@@ -84,6 +84,8 @@ def subresource_info(name: str, kind: str) -> Subresource:
         return Subresource(name, CONNECT_KINDS[name], ("create", "get"))
     if name == "scale":
         return Subresource(name, "Scale", STATUS_VERBS, ("autoscaling", "v1"))
+    if name == "finalize":
+        return Subresource(name, kind, ("update",))
     return Subresource(name, kind, STATUS_VERBS)
 
 

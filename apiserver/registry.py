@@ -29,7 +29,8 @@ from apiserver.resources import (
     namespace_key,
     object_key,
 )
-from apiserver.resources.namespaces import check_create
+from apiserver.resources import namespaces as namespace_rules
+from apiserver.resources.namespaces import NAMESPACES, check_create, is_terminating
 from apiserver.selectors import FieldSelector, LabelSelector, selectable_fields
 from apiserver.storage import (
     KV,
@@ -144,9 +145,10 @@ class Registry:
         self.prefix = prefix.rstrip("/")
         self.event_leases = LeaseManager(storage, event_ttl)
         self.cacher = Cacher(storage)
-        # Namespaces being emptied (NamespaceLifecycle: nothing new may be created in them).
-        # A DELETE of a namespace adds it; the namespace controller removes it once the
-        # namespace is gone, and adds those it finds terminating after a restart.
+        # Namespaces seen Terminating (NamespaceLifecycle: nothing new may be created in
+        # them): a DELETE of a namespace adds it at once, a create finding it Terminating in
+        # the watch cache too; a create finding it Active again (re-created) or its removal
+        # takes it out.
         self.terminating_namespaces: set[str] = set()
         # The --authorization-mode chain (the review APIs and the escalation check ask it),
         # and the admission checks of who writes (apiserver/auth/admission.py): both set by
@@ -249,7 +251,9 @@ class Registry:
         await self.admit_write(user, "CREATE", resource, namespace, name, obj, None)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
-        check_create(self.terminating_namespaces, resource.qualified, name, namespace)
+        if resource.namespaced and namespace:
+            check_create(await self._namespace_terminating(namespace), resource.qualified,
+                         name, namespace)
         if dry_run:
             await self._check_creatable(resource, namespace, name, requires)
             return obj, unknown
@@ -261,6 +265,22 @@ class Registry:
         except RequiredKeyMissing:
             raise errors.not_found("namespaces", namespace or "") from None
         return objects.with_resource_version(obj, revision), unknown
+
+    async def _namespace_terminating(self, namespace: str) -> bool:
+        """The NamespaceLifecycle check, on the watch cache as kube's on its informer; etcd
+        when this process marked it and the cache has not caught up yet."""
+        found = await self.get_recent(NAMESPACES, None, namespace)
+        if found is not None and not is_terminating(found) and \
+                namespace in self.terminating_namespaces:
+            try:
+                found = await self.get(NAMESPACES, None, namespace)
+            except errors.NotFound:
+                found = None
+        if found is not None and is_terminating(found):
+            self.terminating_namespaces.add(namespace)
+            return True
+        self.terminating_namespaces.discard(namespace)
+        return False
 
     async def _check_creatable(self, resource: Resource, namespace: str | None, name: str,
                                requires: str | None) -> None:
@@ -342,9 +362,13 @@ class Registry:
                 return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.expires else 0
             try:
-                if deletion.should_delete_during_update(new, kv.value):
+                if (namespace_rules.should_delete_during_update(new, kv.value)
+                        if resource.terminates_namespace
+                        else deletion.should_delete_during_update(new, kv.value)):
                     _, revision = await self.storage.delete(key,
                                                             expected_revision=kv.mod_revision)
+                    if resource.terminates_namespace:
+                        self.terminating_namespaces.discard(name)
                     log.info("deleted %s %s/%s: its last finalizer was removed",
                              resource.plural, namespace or "", name)
                     return objects.with_resource_version(new, revision)

@@ -30,10 +30,12 @@ from controller_manager import (
     deployment,
     garbagecollector,
     job,
+    namespace,
     nodelifecycle,
     replicaset,
     tainteviction,
 )
+from controller_manager.events import ControllerRecorder
 from scheduler.metrics import metric_family
 from scheduler.server import Endpoints, listen, serving
 
@@ -78,6 +80,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(deployment.NAME, aliases=("deployment",)),
     ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
     ControllerSpec(job.NAME, aliases=("job",)),
+    ControllerSpec(namespace.NAME, aliases=("namespace",)),
 )
 
 
@@ -170,10 +173,15 @@ class ControllerManager:
                                          workers=self.options.concurrent_syncs)
                 self.queues.append(jobs.queue)
                 runners[name] = jobs.run
+            elif name == namespace.NAME:
+                namespaces = namespace.NamespaceController(
+                    self.factory, workers=self.options.concurrent_syncs)
+                self.queues.append(namespaces.queue)
+                runners[name] = namespaces.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
-        return EventRecorder(self.client, component=component)
+        return ControllerRecorder(self.client, component=component)
 
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         if leading is not None:

@@ -16,7 +16,13 @@ updatedReplicas, readyReplicas, availableReplicas, unavailableReplicas,
 observedGeneration, the Available and Progressing conditions) that `kubectl rollout status`
 reads. Events as kube's: `ScalingReplicaSet` "Scaled up replica set NAME from A to B".
 
-Not done: progressDeadlineSeconds (ProgressDeadlineExceeded), proportional scaling of
+The Progressing condition is progress.go's: NewReplicaSetCreated / FoundNewReplicaSet when
+the new ReplicaSet is created / first found, ReplicaSetUpdated whenever pods move (its
+lastUpdateTime restarts the `progressDeadlineSeconds` clock), NewReplicaSetAvailable once
+complete, ProgressDeadlineExceeded (status False) when no progress was made for the
+deadline (a sync is queued for that moment), DeploymentPaused / DeploymentResumed.
+
+Not done: proportional scaling of
 several ReplicaSets during a rollout (the rolling arithmetic converges instead),
 `kubectl rollout undo`'s rollback annotation path (undo is a template change to kubectl
 1.37, which works).
@@ -243,56 +249,213 @@ def condition(kind: str, status: str, reason: str, message: str, stamp: str,
             "lastTransitionTime": transition, "reason": reason, "message": message}
 
 
+MAX_INT32 = 2**31 - 1
+# The Progressing condition's reasons (deployment/util/deployment_util.go).
+NEW_RS_CREATED = "NewReplicaSetCreated"
+FOUND_NEW_RS = "FoundNewReplicaSet"
+RS_UPDATED = "ReplicaSetUpdated"
+NEW_RS_AVAILABLE = "NewReplicaSetAvailable"
+TIMED_OUT = "ProgressDeadlineExceeded"
+PAUSED = "DeploymentPaused"
+RESUMED = "DeploymentResumed"
+
+
+def has_progress_deadline(deployment: Mapping[str, Any]) -> bool:
+    deadline = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
+    return isinstance(deadline, int) and deadline != MAX_INT32
+
+
+def find_condition(conditions: Sequence[Mapping[str, Any]], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == kind), None)
+
+
+def set_condition(conditions: Sequence[Object], new: Object) -> list[Object]:
+    """SetDeploymentCondition: unchanged when one of the type has the same status and
+    reason; else replaced, keeping its lastTransitionTime when only the reason changes."""
+    current = find_condition(conditions, new["type"])
+    if current is not None and current.get("status") == new["status"] \
+            and current.get("reason") == new["reason"]:
+        return list(conditions)
+    if current is not None and current.get("status") == new["status"]:
+        new = {**new, "lastTransitionTime": current.get("lastTransitionTime")}
+    return [*(c for c in conditions if c.get("type") != new["type"]), new]
+
+
+def new_condition(kind: str, status: str, reason: str, message: str, stamp: str) -> Object:
+    return {"type": kind, "status": status, "lastUpdateTime": stamp,
+            "lastTransitionTime": stamp, "reason": reason, "message": message}
+
+
+def parse_time(text: Any) -> datetime | None:
+    try:
+        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def is_complete(deployment: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """DeploymentComplete."""
+    wanted = replicas_of(deployment)
+    return (status.get("updatedReplicas") == wanted and status.get("replicas") == wanted
+            and status.get("availableReplicas") == wanted
+            and int(status.get("observedGeneration") or 0)
+            >= int((deployment.get("metadata") or {}).get("generation") or 0))
+
+
+def is_progressing(deployment: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
+    """DeploymentProgressing: more updated, fewer old, more ready or available pods than
+    the status last written says."""
+    old = deployment.get("status") or {}
+
+    def n(of: Mapping[str, Any], key: str) -> int:
+        return int(of.get(key) or 0)
+
+    return (n(status, "updatedReplicas") > n(old, "updatedReplicas")
+            or n(status, "replicas") - n(status, "updatedReplicas")
+            < n(old, "replicas") - n(old, "updatedReplicas")
+            or n(status, "readyReplicas") > n(old, "readyReplicas")
+            or n(status, "availableReplicas") > n(old, "availableReplicas"))
+
+
+def timed_out(deployment: Mapping[str, Any], status: Mapping[str, Any], now: datetime) -> bool:
+    """DeploymentTimedOut: no progress for progressDeadlineSeconds since the Progressing
+    condition's lastUpdateTime."""
+    if not has_progress_deadline(deployment):
+        return False
+    cond = find_condition((status.get("conditions") or []), "Progressing")
+    if cond is None or cond.get("reason") == NEW_RS_AVAILABLE:
+        return False
+    if cond.get("reason") == TIMED_OUT:
+        return True
+    since = parse_time(cond.get("lastUpdateTime"))
+    deadline = int((deployment.get("spec") or {})["progressDeadlineSeconds"])
+    return since is not None and (now - since).total_seconds() > deadline
+
+
+def stuck_requeue_after(deployment: Mapping[str, Any], status: Mapping[str, Any],
+                        now: datetime) -> float | None:
+    """requeueStuckDeployment: seconds until a rollout still progressing would time out
+    (the sync that sets ProgressDeadlineExceeded); None when there is nothing to wait for."""
+    cond = find_condition((status.get("conditions") or []), "Progressing")
+    if not has_progress_deadline(deployment) or cond is None or \
+            cond.get("reason") in (NEW_RS_AVAILABLE, TIMED_OUT) or is_complete(deployment, status):
+        return None
+    since = parse_time(cond.get("lastUpdateTime"))
+    if since is None:
+        return None
+    deadline = int((deployment.get("spec") or {})["progressDeadlineSeconds"])
+    return max(0.0, (since - now).total_seconds() + deadline) + 1.0
+
+
+def rollout_progress(deployment: Mapping[str, Any], status: Object,
+                     new_rs: Mapping[str, Any] | None, now: datetime) -> list[Object]:
+    """syncRolloutStatus: the conditions with Progressing as kube's rollout sets it."""
+    conditions: list[Object] = list(status.get("conditions") or [])
+    if not has_progress_deadline(deployment):
+        return [c for c in conditions if c.get("type") != "Progressing"]
+    stamp = rfc3339(now)
+    current = find_condition((deployment.get("status") or {}).get("conditions") or [],
+                             "Progressing")
+    if status.get("replicas") == status.get("updatedReplicas") and current is not None \
+            and current.get("reason") == NEW_RS_AVAILABLE:
+        return conditions
+    name = (deployment.get("metadata") or {}).get("name", "")
+    what = (f'ReplicaSet "{new_rs["metadata"]["name"]}"' if new_rs is not None
+            else f'Deployment "{name}"')
+    if is_complete(deployment, status):
+        return set_condition(conditions, new_condition(
+            "Progressing", "True", NEW_RS_AVAILABLE, f"{what} has successfully progressed.",
+            stamp))
+    if is_progressing(deployment, status):
+        cond = new_condition("Progressing", "True", RS_UPDATED, f"{what} is progressing.",
+                             stamp)
+        if current is not None and current.get("status") == "True":
+            cond["lastTransitionTime"] = current.get("lastTransitionTime")
+        return [*(c for c in conditions if c.get("type") != "Progressing"), cond]
+    if timed_out(deployment, status, now):
+        return set_condition(conditions, new_condition(
+            "Progressing", "False", TIMED_OUT, f"{what} has timed out progressing.", stamp))
+    return conditions
+
+
+def paused_conditions(deployment: Mapping[str, Any], stamp: str) -> list[Object] | None:
+    """checkPausedConditions: Progressing Unknown while paused, and once resumed; None when
+    nothing changes."""
+    if not has_progress_deadline(deployment):
+        return None
+    conditions = list((deployment.get("status") or {}).get("conditions") or [])
+    cond = find_condition(conditions, "Progressing")
+    if cond is not None and cond.get("reason") == TIMED_OUT:
+        return None
+    paused = bool((deployment.get("spec") or {}).get("paused"))
+    if paused and (cond is None or cond.get("reason") != PAUSED):
+        return set_condition(conditions, new_condition(
+            "Progressing", "Unknown", PAUSED, "Deployment is paused", stamp))
+    if not paused and cond is not None and cond.get("reason") == PAUSED:
+        return set_condition(conditions, new_condition(
+            "Progressing", "Unknown", RESUMED, "Deployment is resumed", stamp))
+    return None
+
+
+def new_rs_condition(deployment: Mapping[str, Any], rs_name: str, *, created: bool,
+                     stamp: str) -> list[Object] | None:
+    """getNewReplicaSet's: NewReplicaSetCreated for a ReplicaSet it created, and
+    FoundNewReplicaSet for one found while no Progressing condition was recorded."""
+    if not has_progress_deadline(deployment):
+        return None
+    conditions = list((deployment.get("status") or {}).get("conditions") or [])
+    if created:
+        return set_condition(conditions, new_condition(
+            "Progressing", "True", NEW_RS_CREATED, f'Created new replica set "{rs_name}"',
+            stamp))
+    if find_condition(conditions, "Progressing") is None:
+        return set_condition(conditions, new_condition(
+            "Progressing", "True", FOUND_NEW_RS, f'Found new replica set "{rs_name}"', stamp))
+    return None
+
+
 def deployment_status(deployment: Mapping[str, Any], all_rss: Sequence[Mapping[str, Any]],
-                      new_rs: Mapping[str, Any] | None, stamp: str) -> Object:
-    """calculateStatus and the Available/Progressing conditions."""
+                      new_rs: Mapping[str, Any] | None, stamp: str, *,
+                      now: datetime | None = None, rollout: bool = True) -> Object:
+    """calculateStatus (the counts, Available), then, for a rollout (not paused),
+    syncRolloutStatus's Progressing."""
     replicas = sum(status_of(rs, "replicas") for rs in all_rss)
     available = sum(status_of(rs, "availableReplicas") for rs in all_rss)
     total_spec = sum(replicas_of(rs) for rs in all_rss)
     updated = status_of(new_rs, "replicas") if new_rs else 0
     _, unavailable = surge_and_unavailable(deployment)
-    previous = {c.get("type"): c for c in (deployment.get("status") or {}).get(
-        "conditions") or []}
+    conditions: list[Object] = list((deployment.get("status") or {}).get("conditions") or [])
     if available >= replicas_of(deployment) - unavailable:
-        avail = condition("Available", "True", "MinimumReplicasAvailable",
-                          "Deployment has minimum availability.", stamp,
-                          previous.get("Available"))
+        avail = new_condition("Available", "True", "MinimumReplicasAvailable",
+                              "Deployment has minimum availability.", stamp)
     else:
-        avail = condition("Available", "False", "MinimumReplicasUnavailable",
-                          "Deployment does not have minimum availability.", stamp,
-                          previous.get("Available"))
-    name = (new_rs or {}).get("metadata", {}).get("name", "")
-    complete = (new_rs is not None and updated == replicas_of(deployment)
-                and replicas == updated and available >= updated
-                and status_of(new_rs, "availableReplicas") >= replicas_of(deployment))
-    if complete:
-        progressing = condition("Progressing", "True", "NewReplicaSetAvailable",
-                                f'ReplicaSet "{name}" has successfully progressed.', stamp,
-                                previous.get("Progressing"))
-    else:
-        progressing = condition("Progressing", "True", "ReplicaSetUpdated",
-                                f'ReplicaSet "{name}" is progressing.', stamp,
-                                previous.get("Progressing"))
-    # Unchanged conditions keep their lastUpdateTime (nothing to write then).
-    for cond in (avail, progressing):
-        before = previous.get(cond["type"])
-        if before and all(before.get(k) == cond[k] for k in ("status", "reason", "message")):
-            cond["lastUpdateTime"] = before.get("lastUpdateTime", stamp)
+        avail = new_condition("Available", "False", "MinimumReplicasUnavailable",
+                              "Deployment does not have minimum availability.", stamp)
+    conditions = set_condition(conditions, avail)
     status: Object = {
         "observedGeneration": (deployment.get("metadata") or {}).get("generation") or 0,
         "replicas": replicas, "updatedReplicas": updated,
         "readyReplicas": sum(status_of(rs, "readyReplicas") for rs in all_rss),
         "availableReplicas": available,
         "unavailableReplicas": max(0, total_spec - available),
-        "conditions": [avail, progressing],
+        "conditions": conditions,
     }
     collisions = (deployment.get("status") or {}).get("collisionCount")
     if collisions:
         status["collisionCount"] = collisions
+    if rollout:
+        moment = now if now is not None else (parse_time(stamp) or datetime.now(UTC))
+        status["conditions"] = rollout_progress(deployment, status, new_rs, moment)
     return status
 
 
 # -- the controller ---------------------------------------------------------------------------
+
+
+def with_conditions(deployment: Object, conditions: list[Object]) -> Object:
+    """The Deployment (a copy: the informer's stays as it is) with these conditions."""
+    return {**deployment, "status": {**(deployment.get("status") or {}),
+                                     "conditions": conditions}}
 
 
 def key_of(obj: Mapping[str, Any]) -> str:
@@ -377,13 +540,22 @@ class DeploymentController:
             if equal_ignore_hash((rs.get("spec") or {}).get("template") or {}, template)),
             None)
         old_rss = [rs for rs in all_rss if rs is not new_rs]
+        stamp = rfc3339(datetime.now(UTC))
+        paused = paused_conditions(deployment, stamp)
+        if paused is not None:
+            deployment = with_conditions(deployment, paused)
         if (deployment.get("spec") or {}).get("paused"):
-            await self._write_status(deployment, all_rss, new_rs)
+            await self._write_status(deployment, all_rss, new_rs, rollout=False)
             return
+        created = new_rs is None
         if new_rs is None:
             revision = max((revision_of(rs) for rs in old_rss), default=0) + 1
             new_rs = await self._create_rs(deployment, revision)
             all_rss.append(new_rs)
+        progress = new_rs_condition(deployment, new_rs["metadata"]["name"], created=created,
+                                    stamp=stamp)
+        if progress is not None:
+            deployment = with_conditions(deployment, progress)
         elif revision_of(new_rs) <= max((revision_of(rs) for rs in old_rss), default=0):
             new_rs = await self._bump_revision(new_rs, old_rss)
             all_rss = [*old_rss, new_rs]
@@ -500,10 +672,21 @@ class DeploymentController:
         await self._scale(deployment, new_rs, replicas_of(deployment))
 
     async def _write_status(self, deployment: Object, all_rss: list[Object],
-                            new_rs: Object | None) -> None:
-        status = deployment_status(deployment, all_rss, new_rs, rfc3339(datetime.now(UTC)))
+                            new_rs: Object | None, *, rollout: bool = True) -> None:
+        now = datetime.now(UTC)
+        status = deployment_status(deployment, all_rss, new_rs, rfc3339(now), now=now,
+                                   rollout=rollout)
+        wait = stuck_requeue_after(deployment, status, now) if rollout else None
+        if wait is not None:
+            self.queue.add_after(key_of(deployment), wait)
         if status == (deployment.get("status") or {}):
             return
+        before = find_condition((deployment.get("status") or {}).get("conditions") or [],
+                                "Progressing")
+        after = find_condition(status["conditions"], "Progressing")
+        if after is not None and after.get("reason") == TIMED_OUT and (
+                before is None or before.get("reason") != TIMED_OUT):
+            log.info("deployment %s: %s", key_of(deployment), after.get("message"))
         try:
             await self.client.update_status("deployments", {**deployment, "status": status})
         except NotFound:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,9 +14,12 @@ from controller_manager.deployment import (
     equal_ignore_hash,
     history_to_delete,
     new_replica_set,
+    new_rs_condition,
     new_rs_replicas,
     old_rs_scale_downs,
+    paused_conditions,
     pod_template_hash,
+    stuck_requeue_after,
     surge_and_unavailable,
 )
 
@@ -28,7 +32,7 @@ def deployment(replicas: int = 3, surge: Any = "25%", unavailable: Any = "25%"
     return {"metadata": {"name": "web", "namespace": "default", "uid": "d-uid",
                          "generation": 2},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
-                     "template": TEMPLATE,
+                     "template": TEMPLATE, "progressDeadlineSeconds": 600,
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": {
                          "maxSurge": surge, "maxUnavailable": unavailable}}}}
 
@@ -128,3 +132,90 @@ def test_status_and_conditions() -> None:
     by_type = {c["type"]: c for c in rolling["conditions"]}
     assert by_type["Available"]["status"] == "False"
     assert by_type["Progressing"]["reason"] == "ReplicaSetUpdated"
+
+
+NOW = datetime(2026, 1, 1, 0, 10, 0, tzinfo=UTC)
+
+
+def progressing(reason: str, status: str = "True", updated: str = "2026-01-01T00:00:00Z",
+                ) -> dict[str, Any]:
+    return {"type": "Progressing", "status": status, "reason": reason, "message": "m",
+            "lastUpdateTime": updated, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+
+
+def with_status(d: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return {**d, "status": status}
+
+
+@pytest.mark.parametrize(("before", "deadline", "rss", "expected"), [
+    # pods moved since the last status: progressing, its lastUpdateTime restarts the clock
+    ({"replicas": 2, "updatedReplicas": 1, "conditions": [progressing("NewReplicaSetCreated")]},
+     600, [("old", 1, 1), ("web-abc", 2, 1)],
+     ("True", "ReplicaSetUpdated", 'ReplicaSet "web-abc" is progressing.',
+      "2026-01-01T00:10:00Z")),
+    # complete: the new replica set is available
+    ({"replicas": 3, "updatedReplicas": 2, "conditions": [progressing("ReplicaSetUpdated")]},
+     600, [("web-abc", 3, 3)],
+     ("True", "NewReplicaSetAvailable", 'ReplicaSet "web-abc" has successfully progressed.',
+      "2026-01-01T00:10:00Z")),
+    # no progress for longer than the deadline (600s since 00:00:00 < 00:10:00 + ...)
+    ({"replicas": 3, "updatedReplicas": 3, "readyReplicas": 0, "availableReplicas": 0,
+      "conditions": [progressing("ReplicaSetUpdated")]},
+     300, [("web-abc", 3, 0)],
+     ("False", "ProgressDeadlineExceeded", 'ReplicaSet "web-abc" has timed out progressing.',
+      "2026-01-01T00:10:00Z")),
+    # no progress, but within the deadline: unchanged
+    ({"replicas": 3, "updatedReplicas": 3, "readyReplicas": 0, "availableReplicas": 0,
+      "conditions": [progressing("ReplicaSetUpdated")]},
+     900, [("web-abc", 3, 0)],
+     ("True", "ReplicaSetUpdated", "m", "2026-01-01T00:00:00Z")),
+    # timed out stays timed out
+    ({"replicas": 3, "updatedReplicas": 3, "conditions": [
+        progressing("ProgressDeadlineExceeded", "False")]},
+     900, [("web-abc", 3, 0)],
+     ("False", "ProgressDeadlineExceeded", "m", "2026-01-01T00:00:00Z")),
+])
+def test_rollout_progress(before: dict[str, Any], deadline: int,
+                          rss: list[tuple[str, int, int]],
+                          expected: tuple[str, str, str, str]) -> None:
+    d = with_status(deployment(3, 1, 0), **before)
+    d["spec"]["progressDeadlineSeconds"] = deadline
+    sets = [rs(name, replicas, available) for name, replicas, available in rss]
+    status = deployment_status(d, sets, sets[-1], "2026-01-01T00:10:00Z", now=NOW)
+    got = {c["type"]: c for c in status["conditions"]}["Progressing"]
+    assert (got["status"], got["reason"], got["message"], got["lastUpdateTime"]) == expected
+
+
+def test_no_progress_deadline_no_progressing_condition() -> None:
+    d = with_status(deployment(), conditions=[progressing("ReplicaSetUpdated")])
+    d["spec"]["progressDeadlineSeconds"] = 2**31 - 1
+    status = deployment_status(d, [rs("web-abc", 3, 3)], rs("web-abc", 3, 3), "T", now=NOW)
+    assert [c["type"] for c in status["conditions"]] == ["Available"]
+
+
+def test_new_replica_set_conditions_and_pause() -> None:
+    d = deployment()
+    created = new_rs_condition(d, "web-abc", created=True, stamp="S")
+    assert created is not None and (created[0]["reason"], created[0]["message"]) == (
+        "NewReplicaSetCreated", 'Created new replica set "web-abc"')
+    found = new_rs_condition(d, "web-abc", created=False, stamp="S")
+    assert found is not None and (found[0]["reason"], found[0]["message"]) == (
+        "FoundNewReplicaSet", 'Found new replica set "web-abc"')
+    assert new_rs_condition(with_status(d, conditions=found), "web-abc", created=False,
+                            stamp="S") is None
+    paused = {**d, "spec": {**d["spec"], "paused": True}}
+    conditions = paused_conditions(paused, "S")
+    assert conditions is not None and (conditions[0]["status"], conditions[0]["reason"]) == (
+        "Unknown", "DeploymentPaused")
+    resumed = paused_conditions(with_status(d, conditions=conditions), "S")
+    assert resumed is not None and resumed[0]["reason"] == "DeploymentResumed"
+
+
+def test_stuck_requeue_after_is_the_time_left_until_the_deadline() -> None:
+    d = deployment()
+    d["spec"]["progressDeadlineSeconds"] = 900
+    status = {"conditions": [progressing("ReplicaSetUpdated")], "replicas": 3,
+              "updatedReplicas": 3, "availableReplicas": 0}
+    assert stuck_requeue_after(d, status, NOW) == 301.0
+    done = {**status, "conditions": [progressing("NewReplicaSetAvailable")]}
+    assert stuck_requeue_after(d, done, NOW) is None

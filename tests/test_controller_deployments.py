@@ -4,6 +4,7 @@ scheduler against an apiserver of its own."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,3 +112,31 @@ async def test_kubectl_create_job_and_wait_for_complete(cluster: Cluster) -> Non
     assert "SuccessfulCreate" in events and "Completed" in events
     table = kubectl("get", "job", name).split("\n")[1].split()
     assert table[:3] == [name, "Complete", "1/1"], table
+
+
+async def test_rollout_status_reports_the_exceeded_progress_deadline(cluster: Cluster) -> None:
+    """Pods no node can take never become available: after progressDeadlineSeconds the
+    controller sets Progressing=False ProgressDeadlineExceeded and `kubectl rollout
+    status` fails as kube's does."""
+    kubectl = cluster.kubectl
+    name = unique("stuck")
+    manifest = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 2, "progressDeadlineSeconds": 3,
+                 "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "nodeSelector": {"kubelite.test/no-such-node": "true"},
+                     "containers": [{"name": "web", "image": "kubelite/busybox:1.35",
+                                     "command": ["httpd", "-f"]}]}}}}
+    kubectl.run("apply", "-f", "-", stdin=json.dumps(manifest))
+    result = kubectl.run("rollout", "status", f"deployment/{name}", "--timeout=60s",
+                         check=False)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert f'error: deployment "{name}" exceeded its progress deadline' in result.stderr
+    async with cluster.apiserver.client() as api:
+        got = (await api.get(f"/apis/apps/v1/namespaces/default/deployments/{name}")).json()
+    progressing = {c["type"]: c for c in got["status"]["conditions"]}["Progressing"]
+    rs = kubectl("get", "rs", "-l", f"app={name}", "-o", "jsonpath={.items[0].metadata.name}")
+    assert (progressing["status"], progressing["reason"], progressing["message"]) == (
+        "False", "ProgressDeadlineExceeded", f'ReplicaSet "{rs}" has timed out progressing.')
+    kubectl("delete", "deployment", name)

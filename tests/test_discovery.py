@@ -77,7 +77,8 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert body["groupVersion"] == "v1"
     by_name = {r["name"]: r for r in body["resources"]}
     assert sorted(by_name) == [
-        "configmaps", "events", "namespaces", "namespaces/status", "nodes", "nodes/status",
+        "configmaps", "events", "namespaces", "namespaces/finalize", "namespaces/status", "nodes",
+        "nodes/status",
         "pods", "pods/attach", "pods/binding", "pods/ephemeralcontainers", "pods/eviction",
         "pods/exec", "pods/log", "pods/portforward", "pods/status",
         "secrets", "serviceaccounts", "serviceaccounts/token", "services"]

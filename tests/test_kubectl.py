@@ -21,6 +21,7 @@ from typing import TypeVar
 import pytest
 import yaml
 
+from tests.cm_support import ControllerManagerProcess
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     UNREACHABLE_IMAGE,
@@ -67,11 +68,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     workdir = tmp_path_factory.mktemp("kubectl-cluster")
     node1, node2 = unique("node1"), unique("node2")
     etcd = Etcd(workdir).start()
-    started: list[ApiServer | SchedulerProcess | KubeletProcess] = []
+    started: list[ApiServer | SchedulerProcess | KubeletProcess | ControllerManagerProcess] = []
     try:
         apiserver = ApiServer(etcd, workdir).start()
         started.append(apiserver)
         started.append(SchedulerProcess(apiserver, workdir, port=0).start())
+        started.append(ControllerManagerProcess(  # deleted namespaces are emptied there
+            apiserver, workdir, extra_args=("--leader-elect=false",
+                                            "--controllers=namespace-controller")).start())
         for node in (node1, node2):
             started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
         kubectl = Kubectl(apiserver, workdir / "kubectl")

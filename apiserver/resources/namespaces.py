@@ -1,19 +1,24 @@
 """Namespaces: the strategy of pkg/registry/core/namespace (defaults, validation, field
 selectors, the Table, merge keys) and the NamespaceLifecycle rules the store applies.
 
-Deleting a namespace never removes it: it is marked `Terminating`, and from then on nothing
-may be created in it; the namespace controller (apiserver/namespace_controller.py) empties
-it and removes it. The built-in namespaces cannot be deleted.
+Deleting a namespace with finalizers (`spec.finalizers: [kubernetes]` from its create on)
+marks it `Terminating` (deletionTimestamp, phase), and from then on nothing may be created
+in it; the controller-manager's namespace controller (controller_manager/namespace.py)
+empties it and removes `kubernetes` through the `namespaces/finalize` sub-resource; the
+update that leaves both `spec.finalizers` and `metadata.finalizers` empty removes it
+(ShouldDeleteNamespaceDuringUpdate). The built-in namespaces cannot be deleted.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from apiserver.auth.podsecurity import policy_from_labels, policy_labels
-from apiserver.resources.base import Resource
+from apiserver.resources.base import Resource, SubresourceUpdate
 from apiserver.selectors import SelectableFields, field_text, object_meta_fields
 from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_age
 from apiserver.validation import (
@@ -27,6 +32,8 @@ from apiserver.validation import (
 from common import errors
 from common.models import Namespace
 from common.timestamps import rfc3339
+
+log = logging.getLogger("apiserver.namespaces")
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
@@ -97,10 +104,9 @@ def forbidden_create(resource_name: str, name: str, namespace: str) -> errors.Fo
         details={"name": name, "kind": resource_name})
 
 
-def check_create(terminating: set[str], resource_name: str, name: str,
-                 namespace: str | None) -> None:
+def check_create(terminating: bool, resource_name: str, name: str, namespace: str) -> None:
     """NamespaceLifecycle: nothing new in a namespace being terminated."""
-    if namespace is not None and namespace in terminating:
+    if terminating:
         raise forbidden_create(resource_name, name, namespace)
 
 
@@ -121,13 +127,72 @@ def is_terminating(namespace: dict[str, Any]) -> bool:
     return bool((namespace.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def spec_finalizers(namespace: Mapping[str, Any]) -> list[str]:
+    return list((namespace.get("spec") or {}).get("finalizers") or [])
+
+
+def finalized(namespace: Mapping[str, Any]) -> bool:
+    """Nothing holds it back any more: no spec.finalizers and no metadata.finalizers."""
+    return not spec_finalizers(namespace) and \
+        not (namespace.get("metadata") or {}).get("finalizers")
+
+
 def prepare_for_delete(namespace: dict[str, Any], requested_grace: int | None,
-                       ) -> dict[str, Any]:
-    """A DELETE marks the namespace Terminating (unchanged if it already is), never removes it."""
+                       ) -> dict[str, Any] | None:
+    """The namespace REST's Delete: one with finalizers is marked Terminating (unchanged if
+    it already is); one with none left is removed now (None)."""
     name = (namespace.get("metadata") or {}).get("name") or ""
     if name in IMMORTAL:
         raise forbidden_delete(name)
+    if finalized(namespace):
+        return None
     return mark_terminating(namespace) or namespace
+
+
+def should_delete_during_update(new: Mapping[str, Any], old: Mapping[str, Any]) -> bool:
+    """ShouldDeleteNamespaceDuringUpdate: an update (a finalize, or one removing the last
+    metadata.finalizers) of a Terminating namespace that leaves no finalizer removes it."""
+    return is_terminating(dict(old)) and finalized(new)
+
+
+# --- namespaces/finalize (FinalizeStrategy) -----------------------------------------------
+
+def prepare_finalize(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """Only spec.finalizers is taken from what was sent; the rest stays as stored."""
+    out = dict(old)
+    out["spec"] = {**(old.get("spec") or {}), "finalizers": spec_finalizers(new)}
+    return out
+
+
+def validate_finalize(new: dict[str, Any], old: dict[str, Any]) -> list[Cause]:
+    return validate_namespace(new)
+
+
+FINALIZE = SubresourceUpdate(prepare=prepare_finalize, validate=validate_finalize)
+
+
+async def ensure_default_namespaces(registry: Any) -> None:
+    """The apiserver's own (kube's system namespaces controller): the built-in namespaces
+    exist; retried while etcd is not reachable. `registry`: apiserver.registry.Registry
+    (imported late: it imports this module)."""
+    from apiserver import managed_fields, objects
+    from apiserver.storage import KeyExists, Unavailable
+
+    for name in DEFAULT_NAMESPACES:
+        obj = objects.default_object(NAMESPACES, objects.prepare_for_create(
+            NAMESPACES, {"metadata": {"name": name}}, namespace=None))
+        obj = managed_fields.record_create(NAMESPACES, obj, manager="kube-apiserver")
+        while True:
+            try:
+                await registry.storage.create(registry.key(NAMESPACES, None, name), obj)
+                log.info("created namespace %s", name)
+            except KeyExists:
+                pass
+            except Unavailable as e:
+                log.warning("etcd not reachable yet (%s); retrying", e)
+                await asyncio.sleep(1.0)
+                continue
+            break
 
 
 # --- field selectors -------------------------------------------------------------------------
@@ -159,7 +224,8 @@ def namespace_cells(namespace: dict[str, Any], now: datetime) -> list[Any]:
 
 NAMESPACES = Resource(
     plural="namespaces", singular="namespace", kind="Namespace", namespaced=False,
-    model=Namespace, storage_name="namespaces", subresources=frozenset({"status"}),
+    model=Namespace, storage_name="namespaces",
+    subresources=frozenset({"status", "finalize"}), subresource_updates={"finalize": FINALIZE},
     short_names=("ns",),
     descriptions={"Namespace": "Namespace provides a scope for Names. Use of multiple "
                                "namespaces is optional."},
