@@ -64,6 +64,7 @@ from apiserver.resources import Resource, group_version, lookup, workloads
 from apiserver.resources.base import Caller
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
+from apiserver.resources.priorityclasses import ensure_system_priority_classes
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -802,6 +803,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         registry.start_caches()
         if controllers:
             await reconcile_bootstrap_policy(registry)
+            await ensure_system_priority_classes(registry)
             namespaces.start()
             service_accounts_controller.start()
         compactor.start()
