@@ -60,6 +60,7 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
+from scheduler.preemption import Candidate, preempt, preempted_message
 from scheduler.queue import (
     NODE_ADDED,
     NODE_CHANGED,
@@ -264,24 +265,32 @@ class Scheduler:
         """
         pod = item.pod
         self.cache.cleanup_expired()
-        result = schedule_one(pod, self.cache.node_infos(), filters=self.filters,
+        cluster = self.cluster()
+        result = schedule_one(pod, cluster.nodes, filters=self.filters,
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
                               percentage_of_nodes_to_score=(
                                   self.options.percentage_of_nodes_to_score),
-                              cluster=self.cluster())
+                              cluster=cluster)
         self.next_start_index = result.next_start_index
         if result.node_name is None:
             unschedulable = result.error is None
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
             rejected_by = frozenset(status.plugin for status in
                                     result.diagnosis.node_statuses.values())
+            message, candidate = result.message, None
+            if unschedulable and cluster.nodes:
+                # PostFilter: kube's FitError gains the preemption message (" %v.").
+                outcome = preempt(pod, cluster, self.filters, result.diagnosis)
+                candidate = outcome.candidate
+                if outcome.message:
+                    message += f" {outcome.message}."
             retry_in = self.queue.failed(item, unschedulable=unschedulable,
                                          rejected_by=rejected_by)
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
-                     item.attempts, retry_in, result.message)
+                     item.attempts, retry_in, message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
-            self._start(self._explain_unschedulable(pod, result.message, reasons))
+            self._start(self._explain_unschedulable(pod, message, reasons, candidate))
             return
         self.cache.assume(pod, result.node_name)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
@@ -345,10 +354,17 @@ class Scheduler:
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
 
     async def _explain_unschedulable(self, pod: dict[str, Any], message: str,
-                                     reasons: dict[str, str] | None) -> None:
+                                     reasons: dict[str, str] | None,
+                                     candidate: Candidate | None = None) -> None:
+        if candidate is not None:
+            await self._preempt(pod, candidate)
         await self.recorder.event(pod, "Warning", "FailedScheduling", message)
         reason = "Unschedulable" if reasons is not None else "SchedulerError"
         condition = unschedulable_condition_patch(pod, message, rfc3339(), reason=reason)
+        nominated = candidate.node if candidate is not None else None
+        if nominated != ((pod.get("status") or {}).get("nominatedNodeName") or None):
+            condition = condition or {"status": {}}
+            condition["status"]["nominatedNodeName"] = nominated
         if condition is not None:
             await self._patch(pod, condition, subresource="status")
         if reasons is not None:
@@ -356,12 +372,41 @@ class Scheduler:
             if annotation is not None:
                 await self._patch(pod, annotation)
 
+    async def _preempt(self, pod: dict[str, Any], candidate: Candidate) -> None:
+        """prepareCandidate: each victim gets the DisruptionTarget condition, is deleted
+        (gracefully, as it asked) and told why in a `Preempted` event."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        log.info("%s preempts %d pod(s) on node %s: %s", pod_key(pod), len(candidate.victims),
+                 candidate.node, ", ".join(
+                     f"{pod_key(v)} (priority {(v.get('spec') or {}).get('priority') or 0})"
+                     for v in candidate.victims))
+        for victim in map(dict, candidate.victims):
+            namespace, name = pod_key(victim).split("/", 1)
+            condition = {"type": "DisruptionTarget", "status": "True",
+                         "reason": "PreemptionByScheduler",
+                         "message": f"{self.options.scheduler_name}: preempting to "
+                                    "accommodate a higher priority pod",
+                         "lastTransitionTime": rfc3339()}
+            await self._patch(victim, {"status": {"conditions": [condition]}},
+                              subresource="status", patch_type="strategic")
+            try:
+                await self.client.delete("pods", name, namespace=namespace, preconditions={
+                    "uid": str((victim.get("metadata") or {}).get("uid") or "")})
+            except (NotFound, Conflict):
+                continue  # gone already, or another pod of that name
+            except (ApiError, httpx.HTTPError) as e:
+                log.warning("could not preempt %s: %s: %s", pod_key(victim),
+                            type(e).__name__, e)
+                continue
+            await self.recorder.event(victim, "Normal", "Preempted",
+                                      preempted_message(uid, candidate.node))
+
     async def _patch(self, pod: dict[str, Any], patch: dict[str, Any], *,
-                     subresource: str | None = None) -> None:
+                     subresource: str | None = None, patch_type: str = "merge") -> None:
         namespace, name = pod_key(pod).split("/", 1)
         try:
             await self.client.patch("pods", name, patch, namespace=namespace,
-                                     subresource=subresource)
+                                     subresource=subresource, patch_type=patch_type)
         except NotFound:
             pass  # deleted meanwhile: nothing left to explain
         except (ApiError, httpx.HTTPError) as e:
