@@ -60,7 +60,7 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
-from scheduler.preemption import Candidate, preempt, preempted_message
+from scheduler.preemption import Candidate, Outcome, nomination, preempt, preempted_message
 from scheduler.queue import (
     NODE_ADDED,
     NODE_CHANGED,
@@ -278,11 +278,10 @@ class Scheduler:
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
             rejected_by = frozenset(status.plugin for status in
                                     result.diagnosis.node_statuses.values())
-            message, candidate = result.message, None
+            message, outcome = result.message, None
             if unschedulable and cluster.nodes:
                 # PostFilter: kube's FitError gains the preemption message (" %v.").
                 outcome = preempt(pod, cluster, self.filters, result.diagnosis)
-                candidate = outcome.candidate
                 if outcome.message:
                     message += f" {outcome.message}."
             retry_in = self.queue.failed(item, unschedulable=unschedulable,
@@ -290,7 +289,7 @@ class Scheduler:
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
-            self._start(self._explain_unschedulable(pod, message, reasons, candidate))
+            self._start(self._explain_unschedulable(pod, message, reasons, outcome))
             return
         self.cache.assume(pod, result.node_name)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
@@ -355,18 +354,20 @@ class Scheduler:
 
     async def _explain_unschedulable(self, pod: dict[str, Any], message: str,
                                      reasons: dict[str, str] | None,
-                                     candidate: Candidate | None = None) -> None:
-        if candidate is not None:
-            await self._preempt(pod, candidate)
-        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
+                                     outcome: Outcome | None = None) -> None:
         reason = "Unschedulable" if reasons is not None else "SchedulerError"
         condition = unschedulable_condition_patch(pod, message, rfc3339(), reason=reason)
-        nominated = candidate.node if candidate is not None else None
+        nominated = nomination(pod, outcome)
         if nominated != ((pod.get("status") or {}).get("nominatedNodeName") or None):
             condition = condition or {"status": {}}
             condition["status"]["nominatedNodeName"] = nominated
+        # The nomination is written before the victims go: once they are gone the pod
+        # may be bound at once, and binding clears it.
         if condition is not None:
             await self._patch(pod, condition, subresource="status")
+        if outcome is not None and outcome.candidate is not None:
+            await self._preempt(pod, outcome.candidate)
+        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
         if reasons is not None:
             annotation = annotation_patch(pod, reasons)
             if annotation is not None:

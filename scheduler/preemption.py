@@ -46,10 +46,13 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A node to preempt on, or None; `message` is the PostFilter's (empty on success)."""
+    """A node to preempt on, or None; `message` is the PostFilter's (empty on success);
+    `clear_nomination`: no node would do, so a nominatedNodeName is cleared (an ineligible
+    pod keeps its nomination, kube's ModeNoop)."""
 
     candidate: Candidate | None
     message: str = ""
+    clear_nomination: bool = False
 
 
 def start_time(pod: Pod) -> str:
@@ -162,8 +165,18 @@ def preempt(pod: Pod, cluster: Cluster, filters: Sequence[FilterPlugin],
             candidates.append(Candidate(info.name, victims))
     if not candidates:
         return Outcome(None, "preemption: " + fit_error_message(
-            Diagnosis(statuses, len(cluster.nodes))))
+            Diagnosis(statuses, len(cluster.nodes))), clear_nomination=True)
     return Outcome(pick_candidate(candidates))
+
+
+def nomination(pod: Pod, outcome: Outcome | None) -> str | None:
+    """The status.nominatedNodeName the pod should carry after this attempt."""
+    current = (pod.get("status") or {}).get("nominatedNodeName") or None
+    if outcome is None:
+        return current
+    if outcome.candidate is not None:
+        return outcome.candidate.node
+    return None if outcome.clear_nomination else current
 
 
 def preempted_message(preemptor_uid: str, node: str) -> str:

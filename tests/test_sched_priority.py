@@ -16,6 +16,8 @@ from scheduler.preemption import (
     POLICY_NEVER,
     TERMINATING_ON_NOMINATED,
     Candidate,
+    Outcome,
+    nomination,
     not_eligible,
     pick_candidate,
     preempt,
@@ -213,3 +215,20 @@ def test_never_does_not_preempt() -> None:
     outcome, _ = run(pod("p", 10, cpu="500m", preemptionPolicy="Never"), nodes)
     assert outcome.candidate is None
     assert outcome.message == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+NOMINATION_CASES = [
+    ("preempting nominates the node", {}, Outcome(Candidate("n1", ())), "n1"),
+    ("no node would do: cleared", {"nominatedNodeName": "n1"},
+     Outcome(None, "preemption: ...", clear_nomination=True), None),
+    ("not eligible (waiting for the victims): kept", {"nominatedNodeName": "n1"},
+     Outcome(None, "preemption: " + TERMINATING_ON_NOMINATED), "n1"),
+    ("a scheduler error: kept", {"nominatedNodeName": "n1"}, None, "n1"),
+]
+
+
+@pytest.mark.parametrize(("case", "status", "outcome", "expected"), NOMINATION_CASES,
+                         ids=[c[0] for c in NOMINATION_CASES])
+def test_nomination(case: str, status: dict[str, str], outcome: Outcome | None,
+                    expected: str | None) -> None:
+    assert nomination({"status": status}, outcome) == expected
