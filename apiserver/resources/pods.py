@@ -273,6 +273,7 @@ def bind_pod(pod: dict[str, Any], node_name: str, *, now: datetime | None = None
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                        "lastTransitionTime": rfc3339(now)})
     status["conditions"] = conditions
+    status.pop("nominatedNodeName", None)  # kube clears it on binding (KEP-5278)
     out["status"] = status
     return out
 
