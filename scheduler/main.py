@@ -60,7 +60,14 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
-from scheduler.preemption import Candidate, Outcome, nomination, preempt, preempted_message
+from scheduler.preemption import (
+    Candidate,
+    Outcome,
+    nomination,
+    preempt,
+    preempted_message,
+    with_nominated,
+)
 from scheduler.queue import (
     NODE_ADDED,
     NODE_CHANGED,
@@ -132,6 +139,9 @@ class Scheduler:
         # Namespace labels, for pod (anti-)affinity terms with a namespaceSelector.
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.namespaces = self.informers.informer("namespaces", name="namespaces")
+        # Pods nominated to a node by their preemption, until bound or gone (kube's
+        # nominator): pod key -> (node, pod).
+        self.nominated: dict[str, tuple[str, dict[str, Any]]] = {}
         self.handlers = [
             self.nodes.add_event_handler(on_add=self._on_node_added,
                                          on_update=self._on_node_updated,
@@ -146,7 +156,7 @@ class Scheduler:
                                               name="namespaces"),
             self.unbound.add_event_handler(on_add=self._on_pod_added,
                                            on_update=self._on_pod_updated,
-                                           on_delete=self.queue.delete, name="unbound pods")]
+                                           on_delete=self._on_pod_deleted, name="unbound pods")]
 
     # -- informer handlers (quick: they only update the cache and the queue) ------------
 
@@ -155,14 +165,23 @@ class Scheduler:
 
     def _on_pod_updated(self, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         if is_bound(new) or is_deleting(new):
+            self.nominated.pop(pod_key(new), None)
             self.queue.delete(new)
-        elif self._known_bound(new) and pod_key(new) not in self.queue:
+            return
+        if self._known_bound(new) and pod_key(new) not in self.queue:
             # A late event from before our binding: not ours to schedule again.
             return
-        elif old is None:
+        nominated_node = (new.get("status") or {}).get("nominatedNodeName")
+        if nominated_node:  # also after a restart: the nomination is in the status
+            self.nominated[pod_key(new)] = (str(nominated_node), new)
+        if old is None:
             self.queue.add(new)
         else:
             self.queue.update(old, new)
+
+    def _on_pod_deleted(self, pod: dict[str, Any]) -> None:
+        self.nominated.pop(pod_key(pod), None)
+        self.queue.delete(pod)
 
     def _known_bound(self, pod: dict[str, Any]) -> bool:
         """Whether we bound this very pod, or the assigned-pods informer saw it bound."""
@@ -266,6 +285,9 @@ class Scheduler:
         pod = item.pod
         self.cache.cleanup_expired()
         cluster = self.cluster()
+        if self.nominated:
+            nodes = with_nominated(cluster.nodes, self.nominated, pod)
+            cluster = Cluster(nodes, self.namespace_labels)
         result = schedule_one(pod, cluster.nodes, filters=self.filters,
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
@@ -282,6 +304,10 @@ class Scheduler:
             if unschedulable and cluster.nodes:
                 # PostFilter: kube's FitError gains the preemption message (" %v.").
                 outcome = preempt(pod, cluster, self.filters, result.diagnosis)
+                if outcome.candidate is not None:
+                    self.nominated[item.key] = (outcome.candidate.node, pod)
+                elif outcome.clear_nomination:
+                    self.nominated.pop(item.key, None)
                 if outcome.message:
                     message += f" {outcome.message}."
             retry_in = self.queue.failed(item, unschedulable=unschedulable,
@@ -292,6 +318,7 @@ class Scheduler:
             self._start(self._explain_unschedulable(pod, message, reasons, outcome))
             return
         self.cache.assume(pod, result.node_name)
+        self.nominated.pop(item.key, None)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
                f"node(s), attempt {item.attempts + 1}")
         self._start(self._bind(item, result.node_name, how,

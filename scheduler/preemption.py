@@ -28,6 +28,7 @@ from scheduler.framework import (
     fit_error_message,
     run_filters,
 )
+from scheduler.pods import pod_key
 from scheduler.queue import pod_priority
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
@@ -167,6 +168,22 @@ def preempt(pod: Pod, cluster: Cluster, filters: Sequence[FilterPlugin],
         return Outcome(None, "preemption: " + fit_error_message(
             Diagnosis(statuses, len(cluster.nodes))), clear_nomination=True)
     return Outcome(pick_candidate(candidates))
+
+
+def with_nominated(nodes: Sequence[NodeInfo], nominated: Mapping[str, tuple[str, Pod]],
+                   pod: Pod) -> list[NodeInfo]:
+    """The nodes as `pod` must see them: with the pods nominated to them (by preemption)
+    that are at least as important, so that it does not take the room they made (kube's
+    RunFilterPluginsWithNominatedPods). `nominated`: pod key -> (node, pod)."""
+    me, priority = pod_key(pod), pod_priority(pod)
+    extra: dict[str, dict[str, Pod]] = {}
+    for key, (node, other) in nominated.items():
+        if key != me and pod_priority(other) >= priority:
+            extra.setdefault(node, {})[key] = other
+    if not extra:
+        return list(nodes)
+    return [node_with_pods(info, {**info.pods, **extra[info.name]}) if info.name in extra
+            else info for info in nodes]
 
 
 def nomination(pod: Pod, outcome: Outcome | None) -> str | None:

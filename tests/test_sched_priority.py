@@ -22,6 +22,7 @@ from scheduler.preemption import (
     pick_candidate,
     preempt,
     select_victims,
+    with_nominated,
 )
 from scheduler.queue import SchedulingQueue
 
@@ -232,3 +233,19 @@ NOMINATION_CASES = [
 def test_nomination(case: str, status: dict[str, str], outcome: Outcome | None,
                     expected: str | None) -> None:
     assert nomination({"status": status}, outcome) == expected
+
+
+def test_nominated_pods_hold_their_room_against_less_or_equally_important_pods() -> None:
+    nodes = [node("n1"), node("n2")]
+    high = pod("high", 100, cpu="800m")
+    nominated = {"default/high": ("n1", high)}
+    # An equally important pod sees high's room as taken, and goes to n2.
+    seen = with_nominated(nodes, nominated, pod("peer", 100, cpu="500m"))
+    assert names(seen[0].pods.values()) == ["high"] and seen[1] is nodes[1]
+    assert not nodes[0].pods  # the snapshot is not changed
+    result = schedule_one(pod("peer", 100, cpu="500m"), seen, filters=FILTERS,
+                          scorers=SCORERS, rng=random.Random(0))
+    assert result.node_name == "n2"
+    # A more important pod, and high itself, do not see it.
+    assert with_nominated(nodes, nominated, pod("top", 101))[0] is nodes[0]
+    assert with_nominated(nodes, nominated, high)[0] is nodes[0]
