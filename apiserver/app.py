@@ -64,6 +64,7 @@ from apiserver.resources.base import Caller
 from apiserver.resources.namespaces import ensure_default_namespaces
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
+from apiserver.resources.priorityclasses import ensure_system_priority_classes
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -803,6 +804,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         registry.start_caches()
         if controllers:
             await reconcile_bootstrap_policy(registry)
+            await ensure_system_priority_classes(registry)
             default_namespaces = asyncio.create_task(ensure_default_namespaces(registry),
                                                      name="default namespaces")
             service_accounts_controller.start()

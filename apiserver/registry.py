@@ -241,6 +241,8 @@ class Registry:
         the caller recorded them already, as an apply does)."""
         pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
+        if resource.admit_lookup is not None:
+            await resource.admit_lookup(obj, self)
         obj = objects.default_object(resource, obj)
         name = object_name(obj)
         check_no_causes(resource, name or object_name(body),

@@ -60,6 +60,14 @@ from scheduler.pods import (
     pod_key,
     unschedulable_condition_patch,
 )
+from scheduler.preemption import (
+    Candidate,
+    Outcome,
+    nomination,
+    preempt,
+    preempted_message,
+    with_nominated,
+)
 from scheduler.queue import (
     NODE_ADDED,
     NODE_CHANGED,
@@ -131,6 +139,9 @@ class Scheduler:
         # Namespace labels, for pod (anti-)affinity terms with a namespaceSelector.
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.namespaces = self.informers.informer("namespaces", name="namespaces")
+        # Pods nominated to a node by their preemption, until bound or gone (kube's
+        # nominator): pod key -> (node, pod).
+        self.nominated: dict[str, tuple[str, dict[str, Any]]] = {}
         self.handlers = [
             self.nodes.add_event_handler(on_add=self._on_node_added,
                                          on_update=self._on_node_updated,
@@ -145,7 +156,7 @@ class Scheduler:
                                               name="namespaces"),
             self.unbound.add_event_handler(on_add=self._on_pod_added,
                                            on_update=self._on_pod_updated,
-                                           on_delete=self.queue.delete, name="unbound pods")]
+                                           on_delete=self._on_pod_deleted, name="unbound pods")]
 
     # -- informer handlers (quick: they only update the cache and the queue) ------------
 
@@ -154,14 +165,23 @@ class Scheduler:
 
     def _on_pod_updated(self, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         if is_bound(new) or is_deleting(new):
+            self.nominated.pop(pod_key(new), None)
             self.queue.delete(new)
-        elif self._known_bound(new) and pod_key(new) not in self.queue:
+            return
+        if self._known_bound(new) and pod_key(new) not in self.queue:
             # A late event from before our binding: not ours to schedule again.
             return
-        elif old is None:
+        nominated_node = (new.get("status") or {}).get("nominatedNodeName")
+        if nominated_node:  # also after a restart: the nomination is in the status
+            self.nominated[pod_key(new)] = (str(nominated_node), new)
+        if old is None:
             self.queue.add(new)
         else:
             self.queue.update(old, new)
+
+    def _on_pod_deleted(self, pod: dict[str, Any]) -> None:
+        self.nominated.pop(pod_key(pod), None)
+        self.queue.delete(pod)
 
     def _known_bound(self, pod: dict[str, Any]) -> bool:
         """Whether we bound this very pod, or the assigned-pods informer saw it bound."""
@@ -264,26 +284,41 @@ class Scheduler:
         """
         pod = item.pod
         self.cache.cleanup_expired()
-        result = schedule_one(pod, self.cache.node_infos(), filters=self.filters,
+        cluster = self.cluster()
+        if self.nominated:
+            nodes = with_nominated(cluster.nodes, self.nominated, pod)
+            cluster = Cluster(nodes, self.namespace_labels)
+        result = schedule_one(pod, cluster.nodes, filters=self.filters,
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
                               percentage_of_nodes_to_score=(
                                   self.options.percentage_of_nodes_to_score),
-                              cluster=self.cluster())
+                              cluster=cluster)
         self.next_start_index = result.next_start_index
         if result.node_name is None:
             unschedulable = result.error is None
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
             rejected_by = frozenset(status.plugin for status in
                                     result.diagnosis.node_statuses.values())
+            message, outcome = result.message, None
+            if unschedulable and cluster.nodes:
+                # PostFilter: kube's FitError gains the preemption message (" %v.").
+                outcome = preempt(pod, cluster, self.filters, result.diagnosis)
+                if outcome.candidate is not None:
+                    self.nominated[item.key] = (outcome.candidate.node, pod)
+                elif outcome.clear_nomination:
+                    self.nominated.pop(item.key, None)
+                if outcome.message:
+                    message += f" {outcome.message}."
             retry_in = self.queue.failed(item, unschedulable=unschedulable,
                                          rejected_by=rejected_by)
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
-                     item.attempts, retry_in, result.message)
+                     item.attempts, retry_in, message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
-            self._start(self._explain_unschedulable(pod, result.message, reasons))
+            self._start(self._explain_unschedulable(pod, message, reasons, outcome))
             return
         self.cache.assume(pod, result.node_name)
+        self.nominated.pop(item.key, None)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
                f"node(s), attempt {item.attempts + 1}")
         self._start(self._bind(item, result.node_name, how,
@@ -345,23 +380,61 @@ class Scheduler:
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
 
     async def _explain_unschedulable(self, pod: dict[str, Any], message: str,
-                                     reasons: dict[str, str] | None) -> None:
-        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
+                                     reasons: dict[str, str] | None,
+                                     outcome: Outcome | None = None) -> None:
         reason = "Unschedulable" if reasons is not None else "SchedulerError"
         condition = unschedulable_condition_patch(pod, message, rfc3339(), reason=reason)
+        nominated = nomination(pod, outcome)
+        if nominated != ((pod.get("status") or {}).get("nominatedNodeName") or None):
+            condition = condition or {"status": {}}
+            condition["status"]["nominatedNodeName"] = nominated
+        # The nomination is written before the victims go: once they are gone the pod
+        # may be bound at once, and binding clears it.
         if condition is not None:
             await self._patch(pod, condition, subresource="status")
+        if outcome is not None and outcome.candidate is not None:
+            await self._preempt(pod, outcome.candidate)
+        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
         if reasons is not None:
             annotation = annotation_patch(pod, reasons)
             if annotation is not None:
                 await self._patch(pod, annotation)
 
+    async def _preempt(self, pod: dict[str, Any], candidate: Candidate) -> None:
+        """prepareCandidate: each victim gets the DisruptionTarget condition, is deleted
+        (gracefully, as it asked) and told why in a `Preempted` event."""
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        log.info("%s preempts %d pod(s) on node %s: %s", pod_key(pod), len(candidate.victims),
+                 candidate.node, ", ".join(
+                     f"{pod_key(v)} (priority {(v.get('spec') or {}).get('priority') or 0})"
+                     for v in candidate.victims))
+        for victim in map(dict, candidate.victims):
+            namespace, name = pod_key(victim).split("/", 1)
+            condition = {"type": "DisruptionTarget", "status": "True",
+                         "reason": "PreemptionByScheduler",
+                         "message": f"{self.options.scheduler_name}: preempting to "
+                                    "accommodate a higher priority pod",
+                         "lastTransitionTime": rfc3339()}
+            await self._patch(victim, {"status": {"conditions": [condition]}},
+                              subresource="status", patch_type="strategic")
+            try:
+                await self.client.delete("pods", name, namespace=namespace, preconditions={
+                    "uid": str((victim.get("metadata") or {}).get("uid") or "")})
+            except (NotFound, Conflict):
+                continue  # gone already, or another pod of that name
+            except (ApiError, httpx.HTTPError) as e:
+                log.warning("could not preempt %s: %s: %s", pod_key(victim),
+                            type(e).__name__, e)
+                continue
+            await self.recorder.event(victim, "Normal", "Preempted",
+                                      preempted_message(uid, candidate.node))
+
     async def _patch(self, pod: dict[str, Any], patch: dict[str, Any], *,
-                     subresource: str | None = None) -> None:
+                     subresource: str | None = None, patch_type: str = "merge") -> None:
         namespace, name = pod_key(pod).split("/", 1)
         try:
             await self.client.patch("pods", name, patch, namespace=namespace,
-                                     subresource=subresource)
+                                     subresource=subresource, patch_type=patch_type)
         except NotFound:
             pass  # deleted meanwhile: nothing left to explain
         except (ApiError, httpx.HTTPError) as e:

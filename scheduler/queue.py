@@ -2,7 +2,8 @@
 
 Every pod the queue knows is in exactly one place:
 
-- active: waiting for the scheduling loop, first in first out;
+- active: waiting for the scheduling loop, the highest spec.priority first and, among
+  equals, first in first out (kube's PrioritySort queue-sort plugin);
 - backing off: a failed attempt, retried when its back-off ends (1 s doubling to
   60 s per pod), or earlier when a node change makes it fit (`move_matching`);
 - in flight: popped by the loop, until `done` (bound or dropped) or `failed`.
@@ -18,7 +19,6 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +35,11 @@ def backoff_seconds(attempts: int, *, initial: float = INITIAL_BACKOFF_SECONDS,
                     maximum: float = MAX_BACKOFF_SECONDS) -> float:
     """Back-off after `attempts` failed attempts: initial, doubled each time, capped."""
     return exponential(attempts, initial=initial, cap=maximum)
+
+
+def pod_priority(pod: Mapping[str, Any]) -> int:
+    """spec.priority, 0 when unset (corev1helpers.PodPriority)."""
+    return int((pod.get("spec") or {}).get("priority") or 0)
 
 
 def spec_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -97,6 +102,7 @@ class QueuedPod:
     rejected_by: frozenset[str] = frozenset()
     moved_while_in_flight: bool = False
     first_queued: float = 0.0
+    active_seq: int = -1  # of its entry in the active heap, while it is active
 
 
 @dataclass
@@ -105,7 +111,9 @@ class SchedulingQueue:
     initial_backoff: float = INITIAL_BACKOFF_SECONDS
     max_backoff: float = MAX_BACKOFF_SECONDS
     _pods: dict[str, QueuedPod] = field(default_factory=dict)
-    _active: deque[QueuedPod] = field(default_factory=deque)
+    # (-priority, seq, pod): a heap; entries of pods that left are skipped when popped
+    _active: list[tuple[int, int, QueuedPod]] = field(default_factory=list)
+    _active_keys: dict[str, QueuedPod] = field(default_factory=dict)
     _backoff: dict[str, QueuedPod] = field(default_factory=dict)
     _backoff_heap: list[tuple[float, int, QueuedPod]] = field(default_factory=list)
     _in_flight: dict[str, QueuedPod] = field(default_factory=dict)
@@ -148,8 +156,7 @@ class SchedulingQueue:
             return
         self._backoff.pop(key, None)
         self._in_flight.pop(key, None)
-        if item in self._active:
-            self._active.remove(item)
+        self._active_keys.pop(key, None)
 
     def move_matching(self, could_fit: Callable[[dict[str, Any]], bool], *,
                       event: str | None = None,
@@ -186,9 +193,13 @@ class SchedulingQueue:
     def pop_ready(self) -> QueuedPod | None:
         """The next pod to try now, or None; it stays in flight until done/failed."""
         self._flush_backoff()
-        if not self._active:
+        while self._active:
+            _, seq, item = heapq.heappop(self._active)
+            if self._active_keys.get(item.key) is item and item.active_seq == seq:
+                break
+        else:
             return None
-        item = self._active.popleft()
+        del self._active_keys[item.key]
         item.moved_while_in_flight = False
         self._in_flight[item.key] = item
         return item
@@ -252,13 +263,15 @@ class SchedulingQueue:
         """Pods per place: `active`, then the waiting ones split by why their last attempt
         failed (`unschedulable`: no node fit; `backoff`: an error), then `in_flight`."""
         unschedulable = sum(1 for item in self._backoff.values() if item.unschedulable)
-        return {"active": len(self._active), "backoff": len(self._backoff) - unschedulable,
+        return {"active": len(self._active_keys), "backoff": len(self._backoff) - unschedulable,
                 "unschedulable": unschedulable, "in_flight": len(self._in_flight)}
 
     # -- internals ----------------------------------------------------------------------
 
     def _push_active(self, item: QueuedPod) -> None:
-        self._active.append(item)
+        item.active_seq = next(self._seq)
+        self._active_keys[item.key] = item
+        heapq.heappush(self._active, (-pod_priority(item.pod), item.active_seq, item))
         self._wakeup.set()
 
     def _move_to_active(self, item: QueuedPod) -> None:

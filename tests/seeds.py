@@ -32,7 +32,9 @@ from tests.support import PYTHON, REPO, Process, eventually, free_port, wait_htt
 NS = "default"
 EXAMPLES = REPO / "examples"
 KUBECTL = REPO / ".venv" / "bin" / "kubectl"
-NO_MATCH = "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+NO_MATCH = ("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+            " preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+            "scheduling..")
 
 
 # --- the seeds, against any cluster (shared with the compose test) ----------------------

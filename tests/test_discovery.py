@@ -49,7 +49,7 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         v1("apps"), v1("events.k8s.io"), v1("authentication.k8s.io"),
         v1("authorization.k8s.io"), v1("batch"), v1("rbac.authorization.k8s.io"),
-        v1("coordination.k8s.io")]}
+        v1("scheduling.k8s.io"), v1("coordination.k8s.io")]}
 
 
 async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> None:
@@ -150,7 +150,7 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     items = groups.json()["items"]
     assert [item["metadata"]["name"] for item in items] == [
         "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "batch",
-        "rbac.authorization.k8s.io", "coordination.k8s.io"]
+        "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io"]
     assert items[2]["versions"][0]["resources"] == [{
         "resource": "selfsubjectreviews",
         "responseKind": {"group": "authentication.k8s.io", "version": "v1",
@@ -314,7 +314,9 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                          "ClusterRole"],
                         ["rolebindings", "rbac.authorization.k8s.io/v1", "true",
                          "RoleBinding"],
-                        ["roles", "rbac.authorization.k8s.io/v1", "true", "Role"]]
+                        ["roles", "rbac.authorization.k8s.io/v1", "true", "Role"],
+                        ["priorityclasses", "pc", "scheduling.k8s.io/v1", "false",
+                         "PriorityClass"]]
     wide = table_lines(kubectl("api-resources", "-o", "wide"))
     assert wide[0][-2:] == ["VERBS", "CATEGORIES"]
     pods = next(row for row in wide if row[0] == "pods")
@@ -424,7 +426,7 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
         groups = client.ApisApi(api_client).get_api_versions().groups
         assert [g.name for g in groups] == ["apps", "events.k8s.io", "authentication.k8s.io",
                                             "authorization.k8s.io", "batch",
-                                            "rbac.authorization.k8s.io", "coordination.k8s.io"]
+                                            "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io"]
         assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"
         events = client.EventsV1Api(api_client).get_api_resources()
         assert [(r.name, r.kind, r.short_names) for r in events.resources] == [

@@ -319,7 +319,8 @@ def test_status_column(cluster: Cluster) -> None:
         scheduling = describe_events(kubectl("describe", "pod", "st-nowhere"))
         assert scheduling[-1][:2] == ["Warning", "FailedScheduling"]
         assert scheduling[-1][4] == ("0/2 nodes are available: 2 node(s) didn't match Pod's "
-                                     "node affinity/selector.")
+                                     "node affinity/selector. preemption: 0/2 nodes are "
+                                     "available: 2 Preemption is not helpful for scheduling..")
         pull_events = describe_events(kubectl("describe", "pod", "st-pull"))
         assert ["Warning", "Failed"] in [e[:2] for e in pull_events]
         assert any(e[4].endswith("Error: ErrImagePull") for e in pull_events)

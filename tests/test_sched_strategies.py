@@ -20,6 +20,10 @@ from common.errors import NotFound
 from scheduler.pods import UNSCHEDULABLE_NODES_ANNOTATION
 from tests.support import ApiServer, Etcd, Kubectl, SchedulerProcess, eventually, unique
 
+# kube's PostFilter suffix when every pod in the way is as important (all priority 0)
+NO_VICTIMS_1 = " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.."
+NO_VICTIMS_2 = " preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.."
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
@@ -164,7 +168,7 @@ async def test_requests_pick_the_node_with_room_and_growing_allocatable_admits_a
     # 3 more cpus fit nowhere now (big has 2 left): kube's counted message.
     await objects.pod("needs-three-cpus", requests={"cpu": "3"})
     await wait_event(api, "needs-three-cpus", "FailedScheduling",
-                     message="0/2 nodes are available: 2 Insufficient cpu.")
+                     message="0/2 nodes are available: 2 Insufficient cpu." + NO_VICTIMS_2)
     assert await per_node_annotation(api, "needs-three-cpus", 2) == {
         small: "Insufficient cpu", big: "Insufficient cpu"}
 
@@ -185,13 +189,13 @@ async def test_init_containers_count_as_their_max_and_pods_are_limited(
     await objects.pod("init-heavy", requests={"cpu": "1"}, spec={"initContainers": [
         {"name": "setup", "image": "busybox:1.36", "resources": {"requests": {"cpu": "3"}}}]})
     await wait_event(api, "init-heavy", "FailedScheduling",
-                     message="0/1 nodes are available: 1 Insufficient cpu.")
+                     message="0/1 nodes are available: 1 Insufficient cpu." + NO_VICTIMS_1)
 
     await objects.pod("first", requests={"cpu": "1"})
     assert await wait_bound(api, "first") == one
     await objects.pod("second")
     await wait_event(api, "second", "FailedScheduling",
-                     message="0/1 nodes are available: 1 Too many pods.")
+                     message="0/1 nodes are available: 1 Too many pods." + NO_VICTIMS_1)
 
 
 # -- NodeAffinity ----------------------------------------------------------------------
@@ -235,7 +239,8 @@ async def test_node_affinity_required_preferred_and_match_fields(
         **required({"matchExpressions": [{"key": "disk", "operator": "NotIn",
                                           "values": ["hdd"]}]})})
     await wait_event(api, "contradiction", "FailedScheduling", message=(
-        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."))
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+        " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."))
     # A label added to the node: the pod is retried at once and lands.
     await api.patch("nodes", a, {"metadata": {"labels": {"disk": "nvme"}}})
     assert await wait_bound(api, "contradiction", within=20) == a
@@ -258,7 +263,8 @@ async def test_kubectl_taint_filters_tolerations_admit_and_prefer_no_schedule_sc
     await objects.pod("untolerated", spec={"nodeSelector": {key: "x"}})
     await wait_event(api, "untolerated", "FailedScheduling", message=(
         "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
-        "1 node(s) had untolerated taint {maintenance: soon}."))
+        "1 node(s) had untolerated taint {maintenance: soon}. preemption: 0/2 nodes are "
+        "available: 2 Preemption is not helpful for scheduling.."))
     assert await per_node_annotation(api, "untolerated", 2) == {
         t1: "had untolerated taint {dedicated: gpu}",
         t2: "had untolerated taint {maintenance: soon}"}
@@ -310,12 +316,15 @@ async def test_anti_affinity_spreads_replicas_and_a_deleted_replica_frees_its_no
 
     await objects.pod(f"{app}-3", labels={"app": app}, spec=anti_affinity(app))
     await wait_event(api, f"{app}-3", "FailedScheduling", message=(
-        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."))
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+        " preemption: 0/3 nodes are available: 3 No preemption victims found for incoming "
+        "pod.."))
     # A pod without anti-affinity of its own is kept out by theirs (symmetry).
     await objects.pod(f"{app}-plain", labels={"app": app})
     await wait_event(api, f"{app}-plain", "FailedScheduling", message=(
         "0/3 nodes are available: 3 node(s) didn't satisfy existing pods anti-affinity "
-        "rules."))
+        "rules. preemption: 0/3 nodes are available: 3 No preemption victims found for "
+        "incoming pod.."))
 
     # Deleting one replica retries the waiting pods at once: the deletion event moved them.
     freed = placed[0]
@@ -366,7 +375,7 @@ async def test_a_deleted_pod_gives_its_requests_back(
     assert await wait_bound(api, "hog") == node
     await objects.pod("waiter", requests={"cpu": "1"})
     await wait_event(api, "waiter", "FailedScheduling",
-                     message="0/1 nodes are available: 1 Insufficient cpu.")
+                     message="0/1 nodes are available: 1 Insufficient cpu." + NO_VICTIMS_1)
     await api.delete("pods", "hog", namespace="default", grace_period_seconds=0)
     assert await wait_bound(api, "waiter", within=20) == node
     assert scheduler.log_count(f"pod default/hog left {node}: 1 waiting pod(s)") == 1

@@ -202,7 +202,8 @@ async def test_no_node_matches_then_a_label_makes_one_match(
     await objects.pod("waiting", node_selector={key: "b"})
 
     expected = ("0/2 nodes are available: 1 node(s) didn't match Pod's node "
-                "affinity/selector, 1 node(s) were unschedulable.")
+                "affinity/selector, 1 node(s) were unschedulable. preemption: 0/2 nodes are "
+                "available: 2 Preemption is not helpful for scheduling..")
     # Retried with back-off (1 s, 2 s, ...): the repeat bumps the count of one Event.
     event = await wait_event(api, "waiting", "FailedScheduling", min_count=2)
     assert event["type"] == "Warning"
@@ -276,7 +277,8 @@ async def test_not_ready_and_cordoned_nodes_are_skipped_until_they_change(
     await objects.pod("wants-cordoned", node_selector={"which": cordoned})
     # Each node's first rejecting filter gives its reason (kube's filter order).
     expected = ("0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                "1 node(s) were not ready, 1 node(s) were unschedulable.")
+                "1 node(s) were not ready, 1 node(s) were unschedulable. preemption: 0/3 "
+                "nodes are available: 3 Preemption is not helpful for scheduling..")
     # An attempt made before the node watch delivered all three says "0/1" or "0/2".
     for pod in ("wants-not-ready", "wants-cordoned"):
         event = await wait_event(api, pod, "FailedScheduling", message=expected)

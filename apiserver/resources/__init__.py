@@ -22,6 +22,7 @@ from apiserver.resources.leases import LEASES
 from apiserver.resources.namespaces import NAMESPACES
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
+from apiserver.resources.priorityclasses import PRIORITY_CLASSES
 from apiserver.resources.rbac import (
     CLUSTER_ROLE_BINDINGS,
     CLUSTER_ROLES,
@@ -53,6 +54,7 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     JOBS,
     CONFIG_MAPS,
     SECRETS,
+    PRIORITY_CLASSES,
 )}
 
 # Every group/version/resource served: the stored ones, their other versions, and the
@@ -74,7 +76,7 @@ def lookup(api_version: str, plural: str) -> Resource | None:
 # first, then by name; `kubectl api-resources` prints them in that order.
 GROUP_PRIORITY = {"apps": 17800, "batch": 17400, "events.k8s.io": 17750, "authentication.k8s.io": 17700,
                   "authorization.k8s.io": 17600, "rbac.authorization.k8s.io": 17000,
-                  "coordination.k8s.io": 16500}
+                  "coordination.k8s.io": 16500, "scheduling.k8s.io": 16600}
 
 
 def groups() -> dict[str, list[str]]:

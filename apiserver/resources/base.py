@@ -105,6 +105,9 @@ class Resource:
     warnings: Callable[[Object], list[str]] = no_warnings
     # Validating admission of a new object: raises (Forbidden) to refuse it.
     admit: Callable[[Object], None] = no_admission
+    # Admission that reads other objects, on create, before the defaults: (the object,
+    # the registry) -> None, changing it in place or refusing it (Priority admission).
+    admit_lookup: Callable[[Object, Any], Awaitable[None]] | None = None
     # Fields `default` sets on create as kube's admission plugins do (after the field
     # manager recorded the create): the creator manages them only when it sent them.
     admission_defaults: tuple[tuple[str, ...], ...] = ()

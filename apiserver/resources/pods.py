@@ -26,6 +26,7 @@ from apiserver.resources.pod_validation import (
     validate_pod_status_update,
     validate_pod_update,
 )
+from apiserver.resources.priorityclasses import admit_pod
 from apiserver.selectors import SelectableFields, field_bool, field_text, object_meta_fields
 from apiserver.tables import (
     CREATION_TIMESTAMP_DOC,
@@ -235,6 +236,7 @@ def bind_pod(pod: dict[str, Any], node_name: str, *, now: datetime | None = None
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                        "lastTransitionTime": rfc3339(now)})
     status["conditions"] = conditions
+    status.pop("nominatedNodeName", None)  # kube clears it on binding (KEP-5278)
     out["status"] = status
     return out
 
@@ -506,8 +508,9 @@ PODS = Resource(
     prepare_for_delete=prepare_for_delete, returns_deleted_object=True, bind=bind,
     fields=FIELDS, columns=COLUMNS, cells=pod_cells, row_conditions=row_conditions,
     merge_keys=MERGE_KEYS,
-    admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy")),
-    admit=default_toleration_seconds,
+    admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy"),
+                        ("spec", "priorityClassName")),
+    admit=default_toleration_seconds, admit_lookup=admit_pod,
 )
 
 __all__ = ["PODS", "validate_binding"]

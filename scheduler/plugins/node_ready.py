@@ -36,7 +36,8 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     taint = NOT_READY_TAINT if ready == "False" else UNREACHABLE_TAINT
     if tolerates((pod.get("spec") or {}).get("tolerations"), key=taint, effect="NoSchedule"):
         return SUCCESS
-    return unschedulable(ERR_REASON)
+    # kube's not-ready taint: preempting pods would not make the node ready
+    return unschedulable(ERR_REASON, unresolvable=True)
 
 
 PLUGIN = FilterPlugin(NAME, filter=fits)
