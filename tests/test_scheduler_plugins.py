@@ -131,8 +131,8 @@ def test_node_ready(case: str, ready: str | None, tolerations: list[dict[str, st
                     fits: bool) -> None:
     status = node_ready.fits(make_pod(tolerations=tolerations), info(make_node("n", ready=ready)))
     assert status.is_success is fits
-    if not fits:
-        assert status.code is Code.UNSCHEDULABLE
+    if not fits:  # as kube's not-ready taint: preemption cannot help
+        assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         assert status.reasons == ("node(s) were not ready",)
 
 
