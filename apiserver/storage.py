@@ -432,6 +432,8 @@ class Storage:
         watch from a resourceVersion asks), and never again below a known compaction."""
         if revision < self._compacted_below:
             return True
+        if revision > MAX_REVISION:  # later than any etcd has: not compacted, in the future
+            return False
         now = asyncio.get_running_loop().time()
         if self._kept and revision >= self._kept[0] and now - self._kept[1] < \
                 COMPACTION_ANSWER_TTL:

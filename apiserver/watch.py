@@ -32,7 +32,7 @@ from apiserver.cacher import (
     is_selected,
     watch_line,
 )
-from apiserver.listing import NOT_OLDER_THAN, ListOptions
+from apiserver.listing import NOT_OLDER_THAN, ListOptions, parse_revision
 from apiserver.registry import Registry
 from apiserver.resources import Resource, collection_prefix
 from apiserver.selectors import FieldSelector, LabelSelector
@@ -137,10 +137,7 @@ async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator
                                         labels=request.labels, fields=request.fields)
         initial, start = page.items, page.revision + 1
     else:
-        try:
-            start = int(str(rv)) + 1
-        except ValueError:
-            raise errors.BadRequest(f'invalid resource version "{rv}"') from None
+        start = parse_revision(str(rv)) + 1
         if await registry.storage.is_compacted(start - 1):
             # The cache's window may still hold it, but what etcd has compacted is never
             # replayed: etcd's own watch answers (410, or from the oldest revision kept).

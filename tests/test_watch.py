@@ -335,3 +335,22 @@ def test_a_change_is_encoded_once_for_every_watcher() -> None:
     assert first.item.json is second.item.json  # the same bytes object: encoded once
     assert json.loads(first.line()) == {"type": "ADDED", "object": obj}
     assert translate(watcher("app=db"), event) is None
+
+
+@pytest.mark.parametrize("rv, code", [
+    # past etcd's int64 revisions, up to the largest uint64 kube parses: a watch from the
+    # future, which (as kube's cacher) waits for events that never come, until its timeout
+    ("9223372036854775808", 200), ("18446744073709551615", 200),
+    ("18446744073709551616", 400), ("-5", 400), ("+5", 400), ("1e3", 400),
+])
+async def test_a_watch_from_an_out_of_range_resource_version_is_answered(
+        http: httpx.AsyncClient, rv: str, code: int) -> None:
+    r = await http.get("/api/v1/namespaces/default/pods",
+                       params={"watch": "true", "resourceVersion": rv, "timeoutSeconds": "1"})
+    assert r.status_code == code, r.text
+    if code == 200:
+        events = [json.loads(line) for line in r.text.splitlines() if line]
+        assert all(event["type"] != "ERROR" for event in events), events
+    else:
+        assert r.json()["kind"] == "Status"
+        assert r.json()["message"] == f'invalid resource version "{rv}"'
