@@ -294,12 +294,22 @@ class LeaderElector:
             return
         self.leading.clear()
         try:
-            released = released_lease(self.latest, self.clock())
             async with asyncio.timeout(self.config.renew_deadline):
-                await self.client.update("leases", released)
+                await self._write_release(self.latest)
         except (ApiError, httpx.HTTPError, TimeoutError) as e:
             log.warning("lease %s: could not release it: %s: %s", self.config.lease_key,
                         type(e).__name__, e)
             return
         self.latest = None
         log.info("lease %s released", self.config.lease_key)
+
+    async def _write_release(self, lease: dict[str, Any]) -> None:
+        """Write the released lease; on a 409 (a renewal cancelled by the stop may have
+        committed after `latest` was read) read it again and retry while we still hold it."""
+        try:
+            await self.client.update("leases", released_lease(lease, self.clock()))
+        except Conflict:
+            current = await self._read()
+            if current is None or holder_of(current) != self.config.identity:
+                return
+            await self.client.update("leases", released_lease(current, self.clock()))

@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from common.errors import Conflict
 from common.leaderelection import (
+    LeaderElectionConfig,
+    LeaderElector,
     claimed_lease,
     default_identity,
     expires_at,
@@ -141,3 +144,36 @@ def test_identity_is_hostname_and_a_uuid() -> None:
     first, second = default_identity(), default_identity()
     host, _, uid = first.rpartition("_")
     assert host and len(uid) == 36 and first != second
+
+
+class LeaseStore:
+    """A lease client that answers one stale update with 409, as the apiserver does when a
+    renewal cancelled by the stop committed after the elector last read the lease."""
+
+    def __init__(self, stored: dict[str, Any]) -> None:
+        self.stored = stored
+        self.writes: list[dict[str, Any]] = []
+
+    async def get(self, resource: str, name: str, *, namespace: str) -> dict[str, Any]:
+        return self.stored
+
+    async def update(self, resource: str, body: dict[str, Any]) -> dict[str, Any]:
+        if body["metadata"]["resourceVersion"] != self.stored["metadata"]["resourceVersion"]:
+            raise Conflict("the object has been modified")
+        self.writes.append(body)
+        self.stored = body
+        return body
+
+
+@pytest.mark.parametrize("holder, released", [(ME, True), (OTHER, False)])
+async def test_release_retries_a_conflict_while_we_still_hold_the_lease(
+        holder: str, released: bool) -> None:
+    newer = lease(holder)
+    newer["metadata"]["resourceVersion"] = "43"
+    store = LeaseStore(newer)
+    elector = LeaderElector(store, LeaderElectionConfig(name="kube-scheduler", identity=ME),
+                            clock=lambda: NOW)
+    elector.latest = lease(ME)  # resourceVersion 42: stale
+    await elector.release()
+    assert [holder_of(w) for w in store.writes] == ([""] if released else [])
+    assert elector.latest is None
