@@ -1,4 +1,5 @@
-"""Kubernetes' timestamps: metav1.Time is RFC 3339 in UTC, to the second, with a `Z`."""
+"""Kubernetes' timestamps: metav1.Time is RFC 3339 in UTC, to the second, with a `Z`;
+metav1.MicroTime (Events' eventTime, Leases) has exactly six fractional digits."""
 
 from __future__ import annotations
 
@@ -25,3 +26,9 @@ def _now() -> str:
         _last_text = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
         _last_second = second
     return _last_text
+
+
+def micro_time(unix_seconds: float | None = None) -> str:
+    """`2026-11-29T18:25:14.123456Z` for `unix_seconds` (default: now), as MicroTime."""
+    moment = time.time() if unix_seconds is None else unix_seconds
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
