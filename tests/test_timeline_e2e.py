@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
+from tests import readme
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     UNREACHABLE_IMAGE,
@@ -262,3 +263,40 @@ def test_errors_are_kubectls(cluster: Cluster) -> None:
                                str(cluster.workdir / "nope")], capture_output=True, text=True,
                               env={**os.environ, "HOME": str(cluster.workdir)})
     assert env_less.returncode == 1 and env_less.stderr.startswith("error: cannot read kubeconfig")
+
+
+# --- the README's section, on this cluster ------------------------------------------------
+
+def timings_out(text: str) -> str:
+    """What differs from run to run in a timeline: times, durations, revisions."""
+    # a FailedScheduling retried meanwhile: " (x3, last +2.01s)"
+    text = re.sub(r" \(x\d+, last [^)]*\)", "", text)
+    text = re.sub(r"(~?)\+\d+(\.\d+)?(ms|s)\b", r"\1+<t>", text)
+    text = re.sub(r"\b\d+(\.\d+)?(ms|s)\b", "<d>", text)
+    return re.sub(r"\brev \d+", "rev <n>", text)
+
+
+def test_readme_timeline_section(cluster: Cluster) -> None:
+    names = {"node1": cluster.node1, "node2": cluster.node2}
+    back = {real: seed for seed, real in names.items()}
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(cluster.workdir),
+           "KUBECONFIG": str(cluster.kubectl.kubeconfig)}
+    examples = readme.examples("timeline")
+    assert len(examples) >= 8
+    drifted = []
+    for example in examples:
+        expected = [timings_out(line) for line in example.expected]
+        deadline = time.monotonic() + 20
+        while True:
+            output = readme.run(example, replacements=names, cwd=REPO, env=env)
+            actual = timings_out(readme.replace_all(output, back))
+            # Events land a moment after the status `kubectl wait` waited for
+            if readme.matches(expected, actual) or not example.command.startswith(
+                    "kubectl timeline") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        if not readme.matches(expected, actual):
+            drifted.append(f"$ {example.command}\n--- README says:\n"
+                           + "\n".join(example.expected)
+                           + f"\n--- actual:\n{readme.replace_all(output, back)}")
+    assert not drifted, "README examples drifted:\n" + "\n\n".join(drifted)
