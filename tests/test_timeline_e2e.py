@@ -16,24 +16,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
 from tests import readme
-from tests.docker_support import (
-    BUSYBOX_IMAGE,
-    UNREACHABLE_IMAGE,
-    KubeletProcess,
-    ensure_docker,
-    remove_node_containers,
-)
-from tests.support import REPO, ApiServer, Etcd, Kubectl, SchedulerProcess, unique
+from tests.docker_support import BUSYBOX_IMAGE, UNREACHABLE_IMAGE, docker_cluster
+from tests.support import REPO, Kubectl, unique
+from tests.test_kubectl import wait_for
 
 pytestmark = pytest.mark.docker
 
-T = TypeVar("T")
 VENV_BIN = REPO / ".venv" / "bin"
 
 
@@ -70,42 +64,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    ensure_docker()
     workdir = tmp_path_factory.mktemp("timeline")
     node1, node2 = unique("tl-node1"), unique("tl-node2")
-    etcd = Etcd(workdir).start()
-    started: list[ApiServer | SchedulerProcess | KubeletProcess] = []
-    try:
-        apiserver = ApiServer(etcd, workdir).start()
-        started.append(apiserver)
-        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
-        for node in (node1, node2):
-            started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        kubectl = Kubectl(apiserver, workdir / "kubectl")
-
-        def both_ready() -> bool:
-            ready = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}="
-                            "{.status.conditions[?(@.type==\"Ready\")].status} {end}")
-            return sorted(ready.split()) == sorted([f"{node1}=True", f"{node2}=True"])
-        wait_for(both_ready, what="both nodes Ready")
+    with docker_cluster(workdir, (node1, node2)) as (_, kubectl):
         yield Cluster(kubectl, node1, node2, workdir)
-    finally:
-        for process in reversed(started):
-            process.stop()
-        etcd.stop()
-        for node in (node1, node2):
-            remove_node_containers(node)
-
-
-def wait_for(check: Callable[[], T | None], *, timeout: float = 90, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
 
 
 def rows(output: str) -> list[str]:
@@ -140,11 +102,17 @@ def kubelet_done(cluster: Cluster, name: str, reason: str) -> Callable[[], bool]
     return check
 
 
-def test_scheduled_pod_crosses_every_lane(cluster: Cluster) -> None:
-    name = cluster.create(unique("tl-web"), {"containers": [{
+def running(cluster: Cluster, prefix: str, **spec: Any) -> str:
+    """A sleeping busybox pod, Ready, and its `Started` Event written."""
+    name = cluster.create(unique(prefix), {**spec, "containers": [{
         "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]})
     cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=90s")
     wait_for(kubelet_done(cluster, name, "Started"), what="the Started event")
+    return name
+
+
+def test_scheduled_pod_crosses_every_lane(cluster: Cluster) -> None:
+    name = running(cluster, "tl-web")
     out = cluster.timeline(f"pod/{name}").stdout
     lanes = header(out)
     assert out.startswith(f"pod default/{name} on ")
@@ -175,10 +143,7 @@ def test_scheduled_pod_crosses_every_lane(cluster: Cluster) -> None:
 
 
 def test_node_name_pod_skips_the_scheduler(cluster: Cluster) -> None:
-    name = cluster.create(unique("tl-pinned"), {"nodeName": cluster.node1, "containers": [{
-        "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]})
-    cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=90s")
-    wait_for(kubelet_done(cluster, name, "Started"), what="the Started event")
+    name = running(cluster, "tl-pinned", nodeName=cluster.node1)
     out = cluster.timeline(f"pod/{name}", "-n", "default").stdout
     lanes = header(out)
     assert "scheduler skipped: spec.nodeName was set at create" in out
@@ -212,7 +177,7 @@ def test_image_pull_failure_stops_at_docker(cluster: Cluster) -> None:
         statuses = cluster.pod(name).get("status", {}).get("containerStatuses") or []
         return any(((s.get("state") or {}).get("waiting") or {}).get("reason") in
                    ("ErrImagePull", "ImagePullBackOff") for s in statuses)
-    wait_for(pull_failed, what="ErrImagePull")
+    wait_for(pull_failed, timeout=90, what="ErrImagePull")
     wait_for(kubelet_done(cluster, name, "Failed"), what="the Failed event")
     out = cluster.timeline(f"pod/{name}", "-o", "text").stdout
     assert re.search(r"stopped: (ErrImagePull|ImagePullBackOff)", out.splitlines()[0])
@@ -239,10 +204,7 @@ def test_crash_loop_shows_restarts(cluster: Cluster) -> None:
 
 
 def test_mermaid_and_svg_of_a_real_pod(cluster: Cluster) -> None:
-    name = cluster.create(unique("tl-doc"), {"nodeName": cluster.node2, "containers": [{
-        "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]})
-    cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "--timeout=90s")
-    wait_for(kubelet_done(cluster, name, "Started"), what="the Started event")
+    name = running(cluster, "tl-doc", nodeName=cluster.node2)
     mermaid = cluster.timeline(f"pod/{name}", "-o", "mermaid").stdout
     assert mermaid.startswith("sequenceDiagram\n")
     assert "    kubelet->>docker: start container app (+" in mermaid
