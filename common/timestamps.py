@@ -28,7 +28,18 @@ def _now() -> str:
     return _last_text
 
 
+_micro_second = -1
+_micro_prefix = ""
+
+
 def micro_time(unix_seconds: float | None = None) -> str:
-    """`2026-11-29T18:25:14.123456Z` for `unix_seconds` (default: now), as MicroTime."""
-    moment = time.time() if unix_seconds is None else unix_seconds
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """`2026-11-29T18:25:14.123456Z` for `unix_seconds` (default: now), as MicroTime.
+
+    Every pod create stamps one: the second's text is formatted once, as in rfc3339."""
+    global _micro_second, _micro_prefix
+    micros = round((time.time() if unix_seconds is None else unix_seconds) * 1_000_000)
+    second, micro = divmod(micros, 1_000_000)
+    if second != _micro_second:
+        _micro_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _micro_second = second
+    return f"{_micro_prefix}.{micro:06d}Z"
