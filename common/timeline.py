@@ -15,8 +15,8 @@ Where the instants come from, most precise first:
 - The pod's `timeline.kubelite.io/created` annotation, stamped by the apiserver when it
   accepted the create (creationTimestamp has whole seconds only).
 - The etcd revisions: the `resourceVersion` of the pod each component saw, which its
-  Events' involvedObject keeps (the scheduler sees the create's revision, the kubelet
-  the binding's).
+  Events' involvedObject keeps (the scheduler sees the create's revision), and the
+  kubelet's `kubelet-seen-revision` annotation (the binding's, or the create's).
 - Conditions' `lastTransitionTime` (whole seconds) for the Ready status write: no Event
   marks it. Such hops are flagged `precise=False`.
 """
@@ -38,6 +38,7 @@ QUEUED = PREFIX + "queued"  # on the scheduler's Events
 CYCLE_STARTED = PREFIX + "cycle-started"
 DECIDED = PREFIX + "decided"
 KUBELET_SEEN = PREFIX + "kubelet-seen"  # on the kubelet's Events
+KUBELET_SEEN_REVISION = PREFIX + "kubelet-seen-revision"  # the pod's resourceVersion then
 SANDBOX_READY = PREFIX + "sandbox-ready"
 UNSCHEDULABLE_NODES = "scheduler.kubelite.io/unschedulable-nodes"
 
@@ -230,8 +231,7 @@ def _schedule(b: _Builder, pod: Mapping[str, Any], events: list[Seen]) -> dateti
         b.add(SCHEDULER, APISERVER, f"bind to {node}", decided or s.at, until=s.at,
               precise=s.precise)
         kubelet = [k for k in events if k.component == KUBELET]
-        kubelet_rev = min((k.revision for k in kubelet if k.revision is not None),
-                          default=None)
+        kubelet_rev = seen_revision(kubelet)
         # committed before the scheduler heard back, and before the kubelet saw it
         seen = annotation_time(kubelet, KUBELET_SEEN)
         committed = min(s.at, seen) if seen is not None and s.precise else s.at
@@ -239,6 +239,16 @@ def _schedule(b: _Builder, pod: Mapping[str, Any], events: list[Seen]) -> dateti
               precise=s.precise)
         return committed
     return None
+
+
+def seen_revision(kubelet: list[Seen]) -> int | None:
+    """The revision of the pod when the kubelet first saw it (the binding's, or the
+    create's for a nodeName pod); else the earliest its Events name."""
+    for s in kubelet:
+        text = s.annotations.get(KUBELET_SEEN_REVISION) or ""
+        if text.isdigit():
+            return int(text)
+    return min((s.revision for s in kubelet if s.revision is not None), default=None)
 
 
 def first_sentence(message: str) -> str:
@@ -370,7 +380,9 @@ def build(pod: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> Timeli
         or (ordered[0].at if ordered else datetime.now(UTC))
     b = _Builder(origin)
     b.add(CLIENT, APISERVER, "create pod", origin, precise=created_text is not None)
-    first = next((s.revision for s in ordered if s.revision is not None), None)
+    scheduler = [s for s in ordered if s.reason in SCHEDULER_REASONS]
+    first = (next((s.revision for s in scheduler if s.revision is not None), None)
+             if scheduler else seen_revision([s for s in ordered if s.component == KUBELET]))
     b.add(APISERVER, ETCD, revision_label("commit pod", first), origin,
           precise=created_text is not None)
     skipped: dict[str, str] = {}

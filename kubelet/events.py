@@ -47,9 +47,10 @@ class EventSink:
         self.task: asyncio.Task[None] | None = None
         self.instants: OrderedDict[str, dict[str, str]] = OrderedDict()
 
-    def note(self, uid: str, key: str) -> None:
-        """Remember that `key` (an annotation name) happened to pod `uid` now."""
-        self.instants.setdefault(uid, {})[key] = micro_time()
+    def note(self, uid: str, key: str, value: str | None = None) -> None:
+        """Remember, for the Events about pod `uid`, the annotation `key`: `value`, by
+        default the instant now (a MicroTime)."""
+        self.instants.setdefault(uid, {})[key] = micro_time() if value is None else value
         self.instants.move_to_end(uid)
         while len(self.instants) > MAX_NOTED_PODS:
             self.instants.popitem(last=False)

@@ -122,6 +122,8 @@ class PodWorkers:
             worker = PodWorker(pod=pod, ref=ref, acted_at=self.clock())
             self.workers[ref.uid] = worker
             self.events.note(ref.uid, timeline.KUBELET_SEEN)
+            self.events.note(ref.uid, timeline.KUBELET_SEEN_REVISION,
+                             str(resource_version(pod)))
             worker.task = asyncio.create_task(self._run(worker), name=f"pod-worker {ref.key}")
             log.info("%s: new pod worker (uid %s)", ref.key, ref.uid)
             worker.wake.set()

@@ -137,6 +137,32 @@ def test_second_precision_events_are_flagged_and_other_pods_events_ignored() -> 
     assert not t.hops[0].precise  # no created annotation: creationTimestamp's second
 
 
+def test_revisions_are_the_ones_each_component_saw() -> None:
+    pod = {"metadata": {"name": "p", "uid": "u", "annotations": {
+               timeline.CREATED: "2026-01-01T00:00:00.000000Z"}},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}, "status": {}}
+
+    def event(reason: str, component: str, rv: str, at: str,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        return {"reason": reason, "source": {"component": component},
+                "eventTime": f"2026-01-01T00:00:00.{at}Z",
+                "metadata": {"annotations": annotations or {}},
+                "involvedObject": {"uid": "u", "resourceVersion": rv,
+                                   "fieldPath": "spec.containers{c}"}}
+    scheduled = event("Scheduled", "default-scheduler", "10", "100000")
+    # the kubelet's first Event came after its own status write (rv 14): its
+    # annotation says what it saw first, the binding (12)
+    pulled = event("Pulled", KUBELET, "14", "300000", {
+        timeline.KUBELET_SEEN: "2026-01-01T00:00:00.150000Z",
+        timeline.KUBELET_SEEN_REVISION: "12"})
+    labels = [h.label for h in build(pod, [scheduled, pulled]).hops]
+    assert labels[1] == "commit pod, rev 10" and "commit binding, rev 12" in labels
+    pinned = [h.label for h in build(pod, [pulled]).hops]
+    assert pinned[1] == "commit pod, rev 12"
+    without = event("Pulled", KUBELET, "14", "300000")
+    assert "commit binding, rev 14" in [h.label for h in build(pod, [scheduled, without]).hops]
+
+
 def test_pending_pod_nobody_saw_yet() -> None:
     pod = {"metadata": {"name": "p", "annotations": {
         timeline.CREATED: "2026-01-01T00:00:00.250000Z"}}, "spec": {}, "status": {}}
@@ -279,12 +305,15 @@ async def test_kubelet_events_carry_their_instant_and_the_pods_notes() -> None:
            "spec": {"containers": [{"name": "c"}]}}
     sink.emit(pod, "Normal", "Pulled", "present", container="c")
     sink.note("u1", timeline.KUBELET_SEEN)
+    sink.note("u1", timeline.KUBELET_SEEN_REVISION, "42")
     sink.emit(pod, "Normal", "Created", "made", container="c")
     await asyncio.sleep(0)
     await sink.flush()
     assert [w["reason"] for w in written] == ["Pulled", "Created"]
     assert written[0]["annotations"] is None
-    assert set(written[1]["annotations"]) == {timeline.KUBELET_SEEN}
+    assert set(written[1]["annotations"]) == {timeline.KUBELET_SEEN,
+                                              timeline.KUBELET_SEEN_REVISION}
+    assert written[1]["annotations"][timeline.KUBELET_SEEN_REVISION] == "42"
     assert all(isinstance(w["at"], float) for w in written)
     assert written[0]["at"] <= written[1]["at"]
 
