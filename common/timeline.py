@@ -310,10 +310,10 @@ def _container(b: _Builder, name: str, events: list[Seen],
                              detail=[s.message])
         elif s.reason == "Created":
             created = s
-            last = b.add(KUBELET, DOCKER, f"create container {name}", last or s.at,
+            last = b.add(KUBELET, DOCKER, f"create container {name}{times}", last or s.at,
                          until=s.at, precise=s.precise)
-        elif s.reason == "Started":
-            last = b.add(KUBELET, DOCKER, f"start container {name}",
+        elif s.reason == "Started":  # the first start; `times` counts the restarts too
+            last = b.add(KUBELET, DOCKER, f"start container {name}{times}",
                          created.at if created else s.at, until=s.at, precise=s.precise)
         elif s.reason == "Failed" and pulling is not None:
             b.add(KUBELET, DOCKER, f"pull image ({name}){times}", pulling.at, until=s.at,

@@ -120,7 +120,9 @@ def test_crash_loop() -> None:
                          "last exit: Error (exit code 3)")
     assert any(h.failed and h.label.startswith("Back-off restarting failed container")
                for h in t.hops)
-    assert any(h.label == "start container app" for h in t.hops)
+    started = next(e for e in events if e["reason"] == "Started")
+    times = f" (x{started['count']})" if started["count"] > 1 else ""
+    assert any(h.label == f"start container app{times}" for h in t.hops)
 
 
 def test_second_precision_events_are_flagged_and_other_pods_events_ignored() -> None:
