@@ -1,4 +1,4 @@
-"""`kubectl timeline pod/NAME [-n NAMESPACE] [-o text|mermaid|svg]`: a kubectl plugin.
+"""`kubectl timeline pod/NAME [-n NAMESPACE] [-o text|mermaid|svg|json]`: a kubectl plugin.
 
 kubectl runs any `kubectl-timeline` on PATH for `kubectl timeline`, passing the rest of
 the command line. This reads the pod and its Events through the API with the user's

@@ -3,6 +3,8 @@ sequenceDiagram, as a hand-written SVG. Pure functions of the model, no I/O."""
 
 from __future__ import annotations
 
+import dataclasses
+import json as _json
 from xml.sax.saxutils import escape
 
 from common.timeline import Hop, Timeline, fmt_duration
@@ -178,4 +180,15 @@ def svg(timeline: Timeline) -> str:
         *heads, *rows, "</svg>"]) + "\n"
 
 
-RENDERERS = {"text": text, "mermaid": mermaid, "svg": svg}
+# --- JSON -------------------------------------------------------------------------------------
+
+def as_json(timeline: Timeline) -> str:
+    """The model itself, for a page or a script to draw: lanes, hops (seconds since the
+    create), outcome, why, skipped lanes."""
+    data = dataclasses.asdict(timeline)
+    data["skipped"] = dict(timeline.skipped)
+    data["total"] = timeline.total
+    return _json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+RENDERERS = {"text": text, "mermaid": mermaid, "svg": svg, "json": as_json}

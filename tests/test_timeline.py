@@ -252,6 +252,17 @@ def test_svg_is_standalone_xml_with_one_arrow_per_hop() -> None:
     assert "http" not in out.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
 
 
+def test_json_is_the_model() -> None:
+    data = json.loads(timeline_render.as_json(SMALL))
+    assert data["lanes"] == list(timeline.LANES)
+    assert data["skipped"] == {SCHEDULER: "spec.nodeName was set at create"}
+    assert data["hops"][2] == {"source": KUBELET, "target": DOCKER, "label": "pull image (c)",
+                               "at": 0.3, "duration": 0.012, "detail": ["no <registry> & co"],
+                               "failed": True, "precise": True}
+    assert (data["outcome"], data["why"], data["total"]) == (
+        "ErrImagePull", ["container c: ErrImagePull"], 1.5)
+
+
 @pytest.mark.parametrize("name", ["web", "pinned", "nowhere", "nopull", "crash"])
 def test_every_renderer_draws_every_story(name: str) -> None:
     t = build(*story(name))

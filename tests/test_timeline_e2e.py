@@ -212,6 +212,9 @@ def test_mermaid_and_svg_of_a_real_pod(cluster: Cluster) -> None:
     svg = cluster.timeline(f"pod/{name}", "-o", "svg").stdout
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
     assert "start container app" in svg and svg.rstrip().endswith("</svg>")
+    model = json.loads(cluster.timeline(f"pod/{name}", "-o", "json").stdout)
+    assert (model["name"], model["node"], model["outcome"]) == (name, cluster.node2, "Ready")
+    assert [h["target"] for h in model["hops"]][-3:] == ["docker", "apiserver", "etcd"]
 
 
 def test_errors_are_kubectls(cluster: Cluster) -> None:
