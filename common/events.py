@@ -3,7 +3,12 @@
 A repeat of an event (same involved object, type, reason, message and source) bumps
 `count` and `lastTimestamp` on the Event already written, as client-go's
 EventCorrelator does, instead of adding an object per occurrence. The correlation
-cache is a bounded LRU. Recording never raises: an Event is a hint, not state, and
+cache is a bounded LRU. Every Event also carries what events.k8s.io/v1 adds and the
+new client-go recorder (tools/events) fills in: `eventTime`, a MicroTime of the instant
+the thing happened (the caller may give it: a queued event is written later), `action`
+and `reportingController`/`reportingInstance`; and, as record's AnnotatedEventf allows,
+annotations: `kubectl timeline` reads the instants a component knew but no Event of its
+own carries from there (see common/timeline.py). Recording never raises: an Event is a hint, not state, and
 a component must not fail its real work because the Event could not be written.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -18,7 +24,7 @@ from typing import Any
 
 from common.client import ApiClient
 from common.errors import AlreadyExists, NotFound
-from common.timestamps import rfc3339
+from common.timestamps import micro_time, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +64,23 @@ def event_key(involved: dict[str, str], type_: str, reason: str, message: str,
             type_, reason, message)
 
 
+def reporting_instance(source: dict[str, str]) -> str:
+    """The node for a kubelet; `<controller>-<hostname>` otherwise, as tools/events has it."""
+    return source.get("host") or f"{source.get('component', '')}-{socket.gethostname()}"
+
+
 def make_event(*, name: str, namespace: str, involved: dict[str, str], type_: str,
                reason: str, message: str, source: dict[str, str], count: int,
-               first_timestamp: str, last_timestamp: str) -> dict[str, Any]:
+               first_timestamp: str, last_timestamp: str, event_time: str,
+               action: str | None = None,
+               annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": metadata,
         "involvedObject": involved,
         "reason": reason,
         "message": message,
@@ -73,8 +89,10 @@ def make_event(*, name: str, namespace: str, involved: dict[str, str], type_: st
         "count": count,
         "firstTimestamp": first_timestamp,
         "lastTimestamp": last_timestamp,
+        "eventTime": event_time,
+        "action": action or reason,
         "reportingComponent": source.get("component", ""),
-        "reportingInstance": source.get("host", ""),
+        "reportingInstance": reporting_instance(source),
     }
 
 
@@ -85,6 +103,7 @@ class _Seen:
     name: str
     namespace: str
     first_timestamp: str
+    event_time: str
     count: int = 0
     written: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -99,28 +118,35 @@ class EventRecorder:
         self._seen: OrderedDict[EventKey, _Seen] = OrderedDict()
 
     async def event(self, obj: dict, type_: str, reason: str, message: str, *,
-                    field_path: str | None = None) -> None:
-        """Record that `reason` happened to `obj`; never raises."""
+                    field_path: str | None = None, at: float | None = None,
+                    action: str | None = None,
+                    annotations: dict[str, str] | None = None) -> None:
+        """Record that `reason` happened to `obj` (at `at`, Unix seconds, default now),
+        with `annotations` on the Event if given; never raises."""
         involved = involved_object_of(obj, field_path=field_path)
         described = (f"Event({involved.get('kind', '?')} {involved.get('namespace', '')}/"
                      f"{involved.get('name', '?')}): type: '{type_}' reason: '{reason}' {message}")
         try:
-            await self._record(involved, type_, reason, message)
+            await self._record(involved, type_, reason, message,
+                               at=time.time() if at is None else at, action=action,
+                               annotations=annotations)
             log.debug("%s", described)
         except Exception as e:
             log.warning("could not record %s: %s: %s", described, type(e).__name__, e)
 
     async def _record(self, involved: dict[str, str], type_: str, reason: str,
-                      message: str) -> None:
+                      message: str, *, at: float, action: str | None,
+                      annotations: dict[str, str] | None) -> None:
         seen = self._remember(event_key(involved, type_, reason, message, self.source),
-                              involved)
+                              involved, at)
         async with seen.lock:
             seen.count += 1
             now = rfc3339()
             event = make_event(name=seen.name, namespace=seen.namespace, involved=involved,
                                type_=type_, reason=reason, message=message, source=self.source,
                                count=seen.count, first_timestamp=seen.first_timestamp,
-                               last_timestamp=now)
+                               last_timestamp=now, event_time=seen.event_time,
+                               action=action, annotations=annotations)
             bump = {"count": seen.count, "lastTimestamp": now, "message": message}
             if seen.written:
                 try:
@@ -137,14 +163,14 @@ class EventRecorder:
                 await self._client.patch("events", seen.name, bump, namespace=seen.namespace)
             seen.written = True
 
-    def _remember(self, key: EventKey, involved: dict[str, str]) -> _Seen:
+    def _remember(self, key: EventKey, involved: dict[str, str], at: float) -> _Seen:
         seen = self._seen.get(key)
         if seen is not None:
             self._seen.move_to_end(key)
             return seen
         seen = _Seen(name=event_name(involved.get("name", "unknown"), time.time_ns()),
                      namespace=involved.get("namespace") or DEFAULT_NAMESPACE,
-                     first_timestamp=rfc3339())
+                     first_timestamp=rfc3339(), event_time=micro_time(at))
         self._seen[key] = seen
         while len(self._seen) > MAX_CACHE_ENTRIES:
             self._seen.popitem(last=False)

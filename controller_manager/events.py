@@ -71,14 +71,18 @@ class ControllerRecorder(EventRecorder):
         self._writes: set[asyncio.Task[None]] = set()
 
     async def event(self, obj: dict, type_: str, reason: str, message: str, *,
-                    field_path: str | None = None) -> None:
+                    field_path: str | None = None, at: float | None = None,
+                    action: str | None = None,
+                    annotations: dict[str, str] | None = None) -> None:
+        at = time.time() if at is None else at
         involved = involved_object_of(obj, field_path=field_path)
         if not self.spam_filter.allow(spam_key(self.source, involved), time.monotonic()):
             log.debug("event dropped by the spam filter: %s %s/%s %s", reason,
                       involved.get("namespace", ""), involved.get("name", ""), message)
             return
         task = asyncio.create_task(super().event(obj, type_, reason, message,
-                                                 field_path=field_path),
+                                                 field_path=field_path, at=at, action=action,
+                                                 annotations=annotations),
                                    name=f"event {reason}")
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from common import timeline
 from common.errors import ApiError
 from kubelet.actions import Backoff
 from kubelet.events import EventSink, Recorder
@@ -120,6 +121,9 @@ class PodWorkers:
             # view comes from the runtime, or from a relist that started after now.
             worker = PodWorker(pod=pod, ref=ref, acted_at=self.clock())
             self.workers[ref.uid] = worker
+            self.events.note(ref.uid, timeline.KUBELET_SEEN)
+            self.events.note(ref.uid, timeline.KUBELET_SEEN_REVISION,
+                             str(resource_version(pod)))
             worker.task = asyncio.create_task(self._run(worker), name=f"pod-worker {ref.key}")
             log.info("%s: new pod worker (uid %s)", ref.key, ref.uid)
             worker.wake.set()

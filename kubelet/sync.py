@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from common import timeline
 from common.errors import Conflict, NotFound
 from kubelet import status as podstatus
 from kubelet.actions import (
@@ -312,6 +313,7 @@ class PodSyncer:
             self._retry_in(state, ERROR_RETRY_SECONDS)
             return None
         self._acted(state)
+        self.events.note(state.ref.uid, timeline.SANDBOX_READY)
         log.info("%s: started pod sandbox %s (attempt %d)", state.ref.key, sandbox_id[:12],
                  attempt)
         return sandbox_id

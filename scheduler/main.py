@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import socket
+import time
 from collections import Counter
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
+from common.timeline import scheduling_instants
 from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
@@ -283,6 +285,7 @@ class Scheduler:
         Holds one of `slots`; the background task it starts releases it.
         """
         pod = item.pod
+        started = time.time()
         self.cache.cleanup_expired()
         cluster = self.cluster()
         if self.nominated:
@@ -295,6 +298,7 @@ class Scheduler:
                                   self.options.percentage_of_nodes_to_score),
                               cluster=cluster)
         self.next_start_index = result.next_start_index
+        instants = scheduling_instants(self.queue.clock() - item.first_queued, started)
         if result.node_name is None:
             unschedulable = result.error is None
             self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
@@ -315,14 +319,16 @@ class Scheduler:
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
-            self._start(self._explain_unschedulable(pod, message, reasons, outcome))
+            self._start(self._explain_unschedulable(pod, message, reasons, outcome,
+                                                    instants=instants))
             return
         self.cache.assume(pod, result.node_name)
         self.nominated.pop(item.key, None)
         how = (f"{result.feasible_nodes} feasible of {result.evaluated_nodes} evaluated "
                f"node(s), attempt {item.attempts + 1}")
         self._start(self._bind(item, result.node_name, how,
-                               score_summary(result.scores, result.node_name)))
+                               score_summary(result.scores, result.node_name),
+                               instants=instants))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.create_task(self._in_slot(work))
@@ -339,7 +345,8 @@ class Scheduler:
 
     # -- API writes -----------------------------------------------------------------------
 
-    async def _bind(self, item: QueuedPod, node: str, how: str, scores: str = "") -> None:
+    async def _bind(self, item: QueuedPod, node: str, how: str, scores: str = "", *,
+                    instants: dict[str, str] | None = None) -> None:
         pod = item.pod
         namespace, name = item.key.split("/", 1)
         try:
@@ -374,14 +381,16 @@ class Scheduler:
                  self.queue.clock() - item.first_queued, f"; {scores}" if scores else "")
         # kube's first sentence, unchanged; then, beyond kube, how the nodes scored.
         await self.recorder.event(pod, "Normal", "Scheduled",
-                                  f"{message}. {scores}" if scores else message)
+                                  f"{message}. {scores}" if scores else message,
+                                  action="Binding", annotations=instants)
         if annotation_patch(pod, None) is not None:
             await self._patch(pod, {"metadata": {"annotations": {
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
 
     async def _explain_unschedulable(self, pod: dict[str, Any], message: str,
                                      reasons: dict[str, str] | None,
-                                     outcome: Outcome | None = None) -> None:
+                                     outcome: Outcome | None = None, *,
+                                     instants: dict[str, str] | None = None) -> None:
         reason = "Unschedulable" if reasons is not None else "SchedulerError"
         condition = unschedulable_condition_patch(pod, message, rfc3339(), reason=reason)
         nominated = nomination(pod, outcome)
@@ -394,7 +403,8 @@ class Scheduler:
             await self._patch(pod, condition, subresource="status")
         if outcome is not None and outcome.candidate is not None:
             await self._preempt(pod, outcome.candidate)
-        await self.recorder.event(pod, "Warning", "FailedScheduling", message)
+        await self.recorder.event(pod, "Warning", "FailedScheduling", message,
+                                  action="Scheduling", annotations=instants)
         if reasons is not None:
             annotation = annotation_patch(pod, reasons)
             if annotation is not None:
@@ -427,7 +437,8 @@ class Scheduler:
                             type(e).__name__, e)
                 continue
             await self.recorder.event(victim, "Normal", "Preempted",
-                                      preempted_message(uid, candidate.node))
+                                      preempted_message(uid, candidate.node),
+                                      action="Preempting")
 
     async def _patch(self, pod: dict[str, Any], patch: dict[str, Any], *,
                      subresource: str | None = None, patch_type: str = "merge") -> None:

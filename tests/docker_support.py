@@ -13,16 +13,22 @@ import contextlib
 import json
 import os
 import subprocess
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.cm_support import ControllerManagerProcess
 from tests.support import (
     PYTHON,
     REPO,
     ApiServer,
+    Etcd,
+    Kubectl,
     Process,
+    SchedulerProcess,
     free_port,
     node_pki,
     wait_http_ok,
@@ -234,3 +240,41 @@ class StalledRegistry:
         if self._server is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+
+
+@contextlib.contextmanager
+def docker_cluster(workdir: Path, nodes: Sequence[str], *,
+                   controllers: str | None = None) -> Iterator[tuple[ApiServer, Kubectl]]:
+    """A whole cluster on Docker: etcd, the secure apiserver, the scheduler, the
+    controller-manager when `controllers` are named (`--controllers`), a kubelet per node,
+    every node Ready; all stopped after, and the nodes' containers removed."""
+    ensure_docker()
+    etcd = Etcd(workdir).start()
+    started: list[ApiServer | SchedulerProcess | KubeletProcess | ControllerManagerProcess] = []
+    try:
+        apiserver = ApiServer(etcd, workdir).start()
+        started.append(apiserver)
+        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
+        if controllers:
+            started.append(ControllerManagerProcess(apiserver, workdir, extra_args=(
+                "--leader-elect=false", f"--controllers={controllers}")).start())
+        for node in nodes:
+            started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
+        kubectl = Kubectl(apiserver, workdir / "kubectl")
+        wanted = sorted(f"{node}=True" for node in nodes)
+        deadline = time.monotonic() + 90
+        ready: list[str] = []
+        while ready != wanted:  # a kubelet answers /healthz before it registers
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nodes not Ready after 90s: {ready} (want {wanted})")
+            time.sleep(0.5)
+            ready = sorted(kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}"
+                                   "{.metadata.name}={.status.conditions[?(@.type=="
+                                   "\"Ready\")].status} {end}").split())
+        yield apiserver, kubectl
+    finally:
+        for process in reversed(started):
+            process.stop()
+        etcd.stop()
+        for node in nodes:
+            remove_node_containers(node)

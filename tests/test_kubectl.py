@@ -21,20 +21,11 @@ from typing import TypeVar
 import pytest
 import yaml
 
-from tests.cm_support import ControllerManagerProcess
-from tests.docker_support import (
-    BUSYBOX_IMAGE,
-    UNREACHABLE_IMAGE,
-    KubeletProcess,
-    ensure_docker,
-    remove_node_containers,
-)
+from tests.docker_support import BUSYBOX_IMAGE, UNREACHABLE_IMAGE, docker_cluster
 from tests.support import (
     KUBECTL,
     ApiServer,
-    Etcd,
     Kubectl,
-    SchedulerProcess,
     table_lines,
     unique,
 )
@@ -64,34 +55,12 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    ensure_docker()
     workdir = tmp_path_factory.mktemp("kubectl-cluster")
     node1, node2 = unique("node1"), unique("node2")
-    etcd = Etcd(workdir).start()
-    started: list[ApiServer | SchedulerProcess | KubeletProcess | ControllerManagerProcess] = []
-    try:
-        apiserver = ApiServer(etcd, workdir).start()
-        started.append(apiserver)
-        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
-        started.append(ControllerManagerProcess(  # deleted namespaces are emptied there
-            apiserver, workdir, extra_args=("--leader-elect=false",
-                                            "--controllers=namespace-controller")).start())
-        for node in (node1, node2):
-            started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        kubectl = Kubectl(apiserver, workdir / "kubectl")
-
-        def both_ready() -> bool:  # a kubelet answers /healthz before it registers
-            ready = kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}{.metadata.name}="
-                            "{.status.conditions[?(@.type==\"Ready\")].status} {end}")
-            return sorted(ready.split()) == sorted([f"{node1}=True", f"{node2}=True"])
-        wait_for(both_ready, what="both nodes registered and Ready")
+    # deleted namespaces are emptied by the controller-manager
+    with docker_cluster(workdir, (node1, node2),
+                        controllers="namespace-controller") as (apiserver, kubectl):
         yield Cluster(apiserver, kubectl, node1, node2, workdir)
-    finally:
-        for process in reversed(started):
-            process.stop()
-        etcd.stop()
-        for node in (node1, node2):
-            remove_node_containers(node)
 
 
 def wait_for(check: Callable[[], T | None], *, timeout: float = 60, what: str) -> T:

@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.docker_support import (
-    BUSYBOX_IMAGE,
-    KubeletProcess,
-    ensure_docker,
-    remove_node_containers,
-)
-from tests.support import ApiServer, Etcd, Kubectl, SchedulerProcess, unique
-from tests.test_kubectl import pod, wait_for, wait_status
+from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
+from tests.support import ApiServer, Kubectl, unique
+from tests.test_kubectl import pod, wait_status
 
 pytestmark = pytest.mark.docker
 
@@ -36,26 +31,10 @@ class Cluster:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    ensure_docker()
     workdir = tmp_path_factory.mktemp("kubectl-protobuf")
     node = unique("pbnode")
-    etcd = Etcd(workdir).start()
-    started: list[ApiServer | SchedulerProcess | KubeletProcess] = []
-    try:
-        apiserver = ApiServer(etcd, workdir).start()
-        started.append(apiserver)
-        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
-        started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
-        kubectl = Kubectl(apiserver, workdir / "kubectl")
-        wait_for(lambda: kubectl("get", "nodes", "-o", "jsonpath={.items[*].status.conditions"
-                                 "[?(@.type==\"Ready\")].status}") == "True",
-                 what="the node registered and Ready")
+    with docker_cluster(workdir, (node,)) as (apiserver, kubectl):
         yield Cluster(apiserver, kubectl, node, workdir)
-    finally:
-        for process in reversed(started):
-            process.stop()
-        etcd.stop()
-        remove_node_containers(node)
 
 
 def create(cluster: Cluster, name: str, **kwargs: object) -> None:

@@ -37,10 +37,10 @@ from apiserver.tables import (
     parse_time,
 )
 from apiserver.validation import Cause
-from common import errors
+from common import errors, timeline
 from common.models import Pod
 from common.qos import qos_class
-from common.timestamps import rfc3339
+from common.timestamps import micro_time, rfc3339
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -62,6 +62,17 @@ SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000,
 
 
 # --- defaults ------------------------------------------------------------------------------
+
+def admit_create(pod: dict[str, Any]) -> None:
+    """The create's mutating admission, after its managedFields were recorded (what it
+    sets belongs to no manager): DefaultTolerationSeconds, and the instant the create
+    was accepted, to the microsecond (creationTimestamp has whole seconds), where
+    `kubectl timeline` starts the pod's diagram."""
+    default_toleration_seconds(pod)
+    metadata = pod.setdefault("metadata", {})
+    metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                               timeline.CREATED: micro_time()}
+
 
 def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:
     spec = pod.setdefault("spec", {})
@@ -510,7 +521,7 @@ PODS = Resource(
     merge_keys=MERGE_KEYS,
     admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy"),
                         ("spec", "priorityClassName")),
-    admit=default_toleration_seconds, admit_lookup=admit_pod,
+    admit=admit_create, admit_lookup=admit_pod,
 )
 
 __all__ = ["PODS", "validate_binding"]
