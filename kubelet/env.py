@@ -7,14 +7,20 @@ unknown `$(VAR)` stays as written); `valueFrom.fieldRef` from the pod (metadata.
 spec.serviceAccountName, status.podIP(s), status.hostIP(s)); `valueFrom.resourceFieldRef`
 from the container's requests and limits (a limit it does not set is the node's
 allocatable), divided by `divisor` and rounded up. Command and args are expanded with the
-result, as kube does. Pure functions; the Docker conversion calls them.
+result, as kube does. `envFrom` comes first (each ConfigMap's `data` or Secret's decoded
+`data`, keys with `prefix`, a key that is no valid variable name skipped and reported), then
+`env` with `valueFrom.configMapKeyRef` / `secretKeyRef`; the objects are the kubelet's
+configmap/secret manager's (`kubelet.objects`), given as `EnvSources`. A missing object or
+key is kube's CreateContainerConfigError message unless the reference is `optional`. Pure
+functions; the Docker conversion calls them.
 
-Not here: configMapKeyRef / secretKeyRef / envFrom (they need the API objects) and the
-service-link variables (they need the Services).
+Not here: the service-link variables (they need the Services).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
 from collections.abc import Mapping
@@ -30,12 +36,113 @@ class EnvError(ValueError):
 
 
 @dataclass(frozen=True)
+class EnvSources:
+    """The ConfigMaps and Secrets the pod references, by name (None: it does not exist),
+    as the configmap/secret manager has them now."""
+
+    configmaps: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class PodContext:
     """What the pod's fieldRefs and resourceFieldRefs read besides the pod itself."""
 
     pod_ip: str = ""
     host_ip: str = ""
     allocatable: Mapping[str, Decimal] = field(default_factory=dict)
+    sources: EnvSources = field(default_factory=EnvSources)
+
+
+# what kube's configmap and secret managers answer for a missing object
+CONFIGMAP, SECRET = "configmap", "secret"
+
+
+def not_found(kind: str, name: str) -> str:
+    return f'{kind} "{name}" not found'
+
+
+def secret_values(secret: Mapping[str, Any]) -> dict[str, bytes]:
+    """A Secret's `data`, decoded (the apiserver stores it as base64)."""
+    values = {}
+    for key, value in (secret.get("data") or {}).items():
+        try:
+            values[str(key)] = base64.b64decode(str(value), validate=True)
+        except (binascii.Error, ValueError):
+            continue  # not from a valid apiserver: nothing to decode
+    return values
+
+
+def configmap_values(configmap: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+
+
+def is_env_var_name(name: str) -> bool:
+    """IsRelaxedEnvVarName (RelaxedEnvironmentVariableValidation, GA in 1.34)."""
+    return bool(name) and all(32 <= ord(c) <= 126 and c != "=" for c in name)
+
+
+def _lookup(kind: str, ref: Mapping[str, Any], context: PodContext,
+            ) -> Mapping[str, Any] | None:
+    """The referenced object; None when it is missing and the reference optional."""
+    name = str(ref.get("name") or "")
+    found = (context.sources.configmaps if kind == CONFIGMAP
+             else context.sources.secrets).get(name)
+    if found is None:
+        if ref.get("optional"):
+            return None
+        raise EnvError(not_found(kind, name))
+    return found
+
+
+def _values(kind: str, obj: Mapping[str, Any]) -> Mapping[str, str]:
+    if kind == CONFIGMAP:
+        return configmap_values(obj)
+    return {k: v.decode(errors="replace") for k, v in secret_values(obj).items()}
+
+
+def env_from(container: Mapping[str, Any], context: PodContext,
+             ) -> tuple[dict[str, str], list[str]]:
+    """The variables of `envFrom`, and the kube event messages of the keys it skipped."""
+    variables: dict[str, str] = {}
+    skipped: list[str] = []
+    for source in container.get("envFrom") or []:
+        kind, ref = ((CONFIGMAP, source.get("configMapRef")) if source.get("configMapRef")
+                     else (SECRET, source.get("secretRef")))
+        if not ref:
+            continue
+        obj = _lookup(kind, ref, context)
+        if obj is None:
+            continue
+        prefix = str(source.get("prefix") or "")
+        invalid = []
+        for key, value in _values(kind, obj).items():
+            if not is_env_var_name(prefix + key):
+                invalid.append(prefix + key)
+                continue
+            variables[prefix + key] = value
+        if invalid:
+            namespace = (obj.get("metadata") or {}).get("namespace", "")
+            skipped.append(f"Keys [{', '.join(sorted(invalid))}] from the EnvFrom {kind} "
+                           f"{namespace}/{ref.get('name')} were skipped since they are "
+                           f"considered invalid environment variable names.")
+    return variables, skipped
+
+
+def key_ref_value(kind: str, ref: Mapping[str, Any], context: PodContext) -> str | None:
+    """configMapKeyRef / secretKeyRef: the value, None when it may be left out."""
+    obj = _lookup(kind, ref, context)
+    if obj is None:
+        return None
+    key = str(ref.get("key") or "")
+    values = _values(kind, obj)
+    if key not in values:
+        if ref.get("optional"):
+            return None
+        namespace = (obj.get("metadata") or {}).get("namespace", "")
+        title = "ConfigMap" if kind == CONFIGMAP else "Secret"
+        raise EnvError(f"couldn't find key {key} in {title} {namespace}/{ref.get('name')}")
+    return values[key]
 
 
 def expand(text: str, variables: Mapping[str, str]) -> str:
@@ -134,7 +241,7 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any],
                   context: PodContext) -> dict[str, str]:
     """makeEnvironmentVariables: the variables in order (a later one replaces an earlier
     one of the same name, where it stood)."""
-    variables: dict[str, str] = {}
+    variables, _ = env_from(container, context)
     for var in container.get("env") or []:
         name = str(var["name"])
         source = var.get("valueFrom")
@@ -146,8 +253,14 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any],
         elif source.get("resourceFieldRef"):
             variables[name] = resource_field_value(pod, container, source["resourceFieldRef"],
                                                    context)
-        else:  # configMapKeyRef / secretKeyRef: refused at admission (pod_admission.py)
-            variables[name] = ""
+        else:
+            kind, ref = ((CONFIGMAP, source["configMapKeyRef"])
+                         if source.get("configMapKeyRef") else (SECRET, source.get("secretKeyRef")))
+            if not ref:
+                continue
+            value = key_ref_value(kind, ref, context)
+            if value is not None:
+                variables[name] = value
     return variables
 
 

@@ -72,12 +72,14 @@ from kubelet.node import (
     NodeLease,
     parse_node_labels,
 )
+from kubelet.objects import ObjectManager
 from kubelet.pleg import Pleg
 from kubelet.pod_workers import PodWorkers
 from kubelet.runtime import ContainerSummary
 from kubelet.server import make_app
 from kubelet.status_manager import StatusManager
 from kubelet.sync import KubeletConfig
+from kubelet.volumes import VolumeManager
 
 log = logging.getLogger("kubelet")
 
@@ -289,9 +291,14 @@ async def run(args: argparse.Namespace) -> None:
                     group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     status = StatusManager(api)
+    objects = ObjectManager(api)
+    volumes = VolumeManager(os.path.join(args.root_dir, "pods"), objects, node_name=node_name,
+                            allocatable=node_allocatable)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder, status=status,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
-                                              resync_seconds=args.resync_seconds))
+                                              resync_seconds=args.resync_seconds),
+                         objects=objects, volumes=volumes)
+    objects.on_change = workers.poke_all  # a changed ConfigMap/Secret: refresh its pods
     informer = Informer(api, "pods", field_selector=f"spec.nodeName={node_name}",
                         on_add=workers.update, on_update=lambda _old, new: workers.update(new),
                         on_delete=workers.forget, name=f"kubelet {node_name} pods")
@@ -350,6 +357,7 @@ async def run(args: argparse.Namespace) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await workers.stop()
+        await objects.stop()
         server.should_exit = True
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):

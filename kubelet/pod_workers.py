@@ -37,11 +37,13 @@ from common.errors import ApiError
 from kubelet.actions import Backoff
 from kubelet.events import EventSink, Recorder
 from kubelet.images import ImageManager
+from kubelet.objects import ObjectManager
 from kubelet.pleg import PodCache
 from kubelet.prober import ProbeManager
 from kubelet.runtime import ContainerSummary, Runtime, RuntimeFailure, pod_ref
 from kubelet.status_manager import StatusManager, resource_version
 from kubelet.sync import ERROR_RETRY_SECONDS, KubeletConfig, PodState, PodSyncer
+from kubelet.volumes import VolumeManager
 
 __all__ = ["KubeletConfig", "PodApi", "PodWorker", "PodWorkers", "differs_semantically"]
 
@@ -87,7 +89,9 @@ class PodWorkers:
     def __init__(self, *, runtime: Runtime, api: PodApi, recorder: Recorder | None,
                  config: KubeletConfig, clock: Callable[[], float] = time.monotonic,
                  status: StatusManager | None = None,
-                 status_retry_seconds: float = 1.0) -> None:
+                 status_retry_seconds: float = 1.0,
+                 objects: ObjectManager | None = None,
+                 volumes: VolumeManager | None = None) -> None:
         self.runtime = runtime
         self.config = config
         self.clock = clock
@@ -97,9 +101,11 @@ class PodWorkers:
             api, retry_seconds=status_retry_seconds)
         self.images = ImageManager(runtime, self.events, clock=clock)
         self.prober = ProbeManager(runtime, self.events, on_change=self.poke, clock=clock)
+        self.volumes = volumes
         self.syncer = PodSyncer(runtime=runtime, api=api, status=self.status,
                                 events=self.events, images=self.images, cache=self.cache,
-                                config=config, prober=self.prober, clock=clock)
+                                config=config, prober=self.prober, objects=objects,
+                                volumes=volumes, clock=clock)
         self.workers: dict[str, PodWorker] = {}
         self._orphans_in_progress: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -152,6 +158,10 @@ class PodWorkers:
         worker = self.workers.get(uid)
         if worker is not None:
             worker.wake.set()
+
+    def poke_all(self, uids: set[str]) -> None:
+        for uid in uids:
+            self.poke(uid)
 
     def known_uids(self) -> set[str]:
         return set(self.workers)
@@ -245,6 +255,12 @@ class PodWorkers:
         for summary in summaries:
             if summary.pod.uid and summary.pod.uid not in known:
                 orphans.setdefault(summary.pod.uid, []).append(summary)
+        if self.volumes is not None and not orphans:
+            # kube's cleanupOrphanedPodDirs: directories of pods with neither a worker
+            # nor containers (after a kubelet restart, a pod deleted meanwhile)
+            with_containers = {s.pod.uid for s in summaries}
+            await self.volumes.cleanup_orphans(known | with_containers
+                                               | self._orphans_in_progress)
         for uid, containers in orphans.items():
             if uid in self._orphans_in_progress:
                 continue

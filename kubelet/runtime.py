@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from kubelet.env import EnvSources
+
 # Labels every container we create carries. The io.kubernetes.* ones are the names
 # dockershim used, so `docker ps --filter label=io.kubernetes.pod.name=web` works as usual.
 LABEL_MANAGED = "io.kubelite.managed"
@@ -156,6 +158,14 @@ def build_observation(found: Iterable[ContainerInfo | SandboxInfo]) -> PodObserv
     return observation
 
 
+@dataclass(frozen=True)
+class ContainerExtras:
+    """What the kubelet's managers give a container beyond its spec."""
+
+    sources: EnvSources = field(default_factory=EnvSources)
+    mounts: tuple[Mapping[str, Any], ...] = ()
+
+
 class RuntimeFailure(Exception):
     """A runtime call failed; `reason` is the Kubernetes waiting reason it maps to."""
 
@@ -209,9 +219,11 @@ class Runtime(Protocol):
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
                                sandbox: SandboxInfo, attempt: int,
-                               pid_target: str | None = None) -> str:
+                               pid_target: str | None = None,
+                               extras: ContainerExtras | None = None) -> str:
         """Create (not start) a container in the sandbox's namespaces; with `pid_target`
-        (an ephemeral container's target) in that container's PID namespace."""
+        (an ephemeral container's target) in that container's PID namespace; `extras`:
+        its env's ConfigMaps and Secrets, and its volume mounts."""
 
     async def start_container(self, container_id: str) -> None: ...
 

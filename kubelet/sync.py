@@ -42,12 +42,15 @@ from kubelet.actions import (
     ephemeral_specs,
     pid_target,
 )
+from kubelet.env import EnvError, EnvSources, PodContext, container_env, env_from
 from kubelet.events import EventSink
 from kubelet.images import ImageManager
 from kubelet.lifecycle import POST_START_TIMEOUT_SECONDS, remaining_grace, run_handler
+from kubelet.objects import ObjectError, ObjectManager
 from kubelet.pleg import CachedPod, PodCache
 from kubelet.prober import ProbeManager
 from kubelet.runtime import (
+    ContainerExtras,
     ContainerInfo,
     ContainerSummary,
     CreateContainerConfigError,
@@ -61,6 +64,8 @@ from kubelet.runtime import (
 )
 from kubelet.status import Waiting, pod_full_name
 from kubelet.status_manager import StatusManager
+from kubelet.volumes import VolumeError, VolumeManager, container_mounts
+from kubelet.volumes.paths import UnsafePath
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +100,7 @@ class PodState:
     # may miss what it made, so it is not used.
     acted_at: float = 0.0
     view: CachedPod | None = None  # the runtime view the current sync works from
+    volume_paths: dict[str, str] = field(default_factory=dict)  # volume -> host path
 
 
 # --- pure helpers ------------------------------------------------------------------------
@@ -132,6 +138,7 @@ class PodSyncer:
     def __init__(self, *, runtime: Runtime, api: PodDeleter, status: StatusManager,
                  events: EventSink, images: ImageManager, cache: PodCache,
                  config: KubeletConfig, prober: ProbeManager | None = None,
+                 objects: ObjectManager | None = None, volumes: VolumeManager | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.runtime = runtime
         self.api = api
@@ -141,6 +148,8 @@ class PodSyncer:
         self.cache = cache
         self.config = config
         self.prober = prober
+        self.objects = objects
+        self.volumes = volumes
         self.clock = clock
         self.crash_backoff = Backoff()
 
@@ -149,6 +158,8 @@ class PodSyncer:
         self.images.forget(uid)
         if self.prober is not None:
             self.prober.forget(uid)
+        if self.objects is not None:
+            self.objects.unregister_pod(uid)
 
     async def sync(self, state: PodState) -> None:
         if state.removed or (state.pod.get("metadata") or {}).get("deletionTimestamp"):
@@ -173,6 +184,10 @@ class PodSyncer:
                 self._acted(state)
             return
 
+        # Volumes (and the ConfigMaps and Secrets the pod references) before any
+        # container starts, refreshed at every sync; nothing starts while one fails.
+        if not await self._setup_volumes(state):
+            return
         # 3. What to do about the difference: first the containers a liveness (or
         # startup) probe failed, which are restarted like any that exited.
         unhealthy = await self._kill_unhealthy(state, observation)
@@ -227,6 +242,45 @@ class PodSyncer:
         if self.prober is not None:
             self.prober.sync_pod(pod, observation, pod_ip=self._pod_ip(pod, observation))
         self._set_status(state)
+
+    async def _setup_volumes(self, state: PodState) -> bool:
+        """WaitForAttachAndMount: whether every volume is set up (else a FailedMount
+        event and a retry)."""
+        if self.objects is not None:
+            self.objects.register_pod(state.ref.uid, state.pod)
+        if self.volumes is None:
+            return True
+        try:
+            state.volume_paths = await self.volumes.setup(state.pod, host_ip=self.config.node_ip)
+        except VolumeError as e:
+            log.info("%s: %s", state.ref.key, e)
+            self.events.emit(state.pod, "Warning", "FailedMount", str(e))
+            self._retry_in(state, ERROR_RETRY_SECONDS)
+            return False
+        return True
+
+    async def _extras(self, state: PodState, spec: Mapping[str, Any], *,
+                      sandbox: SandboxInfo) -> ContainerExtras:
+        """The container's ConfigMaps and Secrets (for its env) and its volume mounts;
+        CreateContainerConfigError when one cannot be had."""
+        pod = state.pod
+        try:
+            sources = (await self.objects.env_sources(pod, spec) if self.objects is not None
+                       else EnvSources())
+            context = PodContext(pod_ip=self._pod_ip(pod, state.view.observation)
+                                 if state.view is not None else sandbox.ip,
+                                 host_ip=self.config.node_ip, sources=sources)
+            _, skipped = env_from(spec, context)
+            for message in skipped:
+                self.events.emit(pod, "Warning", "InvalidEnvironmentVariableNames", message)
+            variables = (container_env(pod, spec, context)
+                         if any(m.get("subPathExpr") for m in spec.get("volumeMounts") or [])
+                         else {})
+            mounts = await asyncio.to_thread(container_mounts, pod, spec, state.volume_paths,
+                                             variables)
+        except (ObjectError, EnvError, UnsafePath, VolumeError, OSError) as e:
+            raise CreateContainerConfigError(str(e)) from e
+        return ContainerExtras(sources=sources, mounts=tuple(mounts))
 
     def _pod_ip(self, pod: Mapping[str, Any], observation: PodObservation) -> str:
         if (pod.get("spec") or {}).get("hostNetwork"):
@@ -375,9 +429,11 @@ class PodSyncer:
         if not await self._ensure_image(state, spec):
             return []
         try:
+            extras = await self._extras(state, spec, sandbox=sandbox)
             container_id = await self.runtime.create_container(pod, spec, sandbox=sandbox,
                                                                attempt=start.attempt,
-                                                               pid_target=pid_target)
+                                                               pid_target=pid_target,
+                                                               extras=extras)
         except RuntimeFailure as e:
             self._acted(state)
             reason = (podstatus.CREATE_CONTAINER_CONFIG_ERROR
@@ -524,8 +580,12 @@ class PodSyncer:
             for container_id in ids:
                 await self.runtime.remove_container(container_id)
             self._acted(state)
+            if self.volumes is not None:
+                await self.volumes.teardown(state.ref.uid)
+            if self.objects is not None:
+                self.objects.unregister_pod(state.ref.uid)
             state.finished = True
-            log.info("%s: containers and sandbox removed", state.ref.key)
+            log.info("%s: containers, sandbox and volumes removed", state.ref.key)
         if state.removed:
             return
         try:

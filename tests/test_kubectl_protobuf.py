@@ -86,10 +86,11 @@ def test_debug_node_is_refused_with_a_clear_status(cluster: Cluster) -> None:
                               "--", "sleep", "3600", check=False)
     print("kubectl debug node:", out.returncode, out.stdout, out.stderr)
     assert out.returncode != 0
-    # the Pod (hostPID, hostIPC, hostNetwork, a hostPath of /) was read, then refused by name:
-    # the kubelet honours the host namespaces but not hostPath volumes
-    assert "is invalid: spec.volumes[0].hostPath: Forbidden: kubelite's kubelet does not " \
-           "implement hostPath volumes" in out.stderr
+    # the Pod (hostPID, hostIPC, hostNetwork, a hostPath of /) was read, then refused by
+    # Pod Security (the default namespace is baseline), naming what baseline forbids
+    assert 'is forbidden: violates PodSecurity "baseline:latest": host namespaces' \
+        in out.stderr
+    assert "hostPath volumes" in out.stderr
 
 
 def test_drain_dry_run_then_drain(cluster: Cluster) -> None:

@@ -441,15 +441,16 @@ async def test_the_security_context_the_kubelet_honours_is_what_the_container_ge
 
 async def test_a_pod_asking_for_what_the_kubelet_cannot_honour_is_refused(
         http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
-    name = unique("hostpath")
+    name = unique("claim")
     manifest = pod_manifest(name, kubelet.node_name, [shell("c", "true")],
                             namespace=PRIVILEGED_NS)
-    manifest["spec"]["volumes"] = [{"name": "root", "hostPath": {"path": "/"}}]
+    manifest["spec"]["volumes"] = [{"name": "data",
+                                    "persistentVolumeClaim": {"claimName": "data"}}]
     r = await http.post(f"/api/v1/namespaces/{PRIVILEGED_NS}/pods", json=manifest)
     assert r.status_code == 422, r.text
     assert r.json()["message"] == (
-        f'Pod "{name}" is invalid: spec.volumes[0].hostPath: Forbidden: kubelite\'s kubelet '
-        "does not implement hostPath volumes")
+        f'Pod "{name}" is invalid: spec.volumes[0].persistentVolumeClaim: Forbidden: '
+        "kubelite's kubelet does not implement persistentVolumeClaim volumes")
 
 
 async def run_to_completion(http: httpx.AsyncClient, manifest: dict[str, Any]) -> list[str]:

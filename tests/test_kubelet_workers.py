@@ -20,6 +20,7 @@ from kubelet.docker import DockerClient
 from kubelet.pleg import Pleg, PodCache
 from kubelet.pod_workers import KubeletConfig, PodWorkers
 from kubelet.runtime import (
+    ContainerExtras,
     ContainerInfo,
     ContainerState,
     ContainerSummary,
@@ -183,7 +184,8 @@ class FakeRuntime:
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
                                sandbox: SandboxInfo, attempt: int,
-                               pid_target: str | None = None) -> str:
+                               pid_target: str | None = None,
+                               extras: ContainerExtras | None = None) -> str:
         self.calls["create_container"] += 1
         self.pid_targets[str(container["name"])] = pid_target
         container_id = self._next_id("c")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from apiserver.auth import AlwaysAllow, Attributes, Authorizer, Decision, UserInfo
-from apiserver.auth.node import NodeAuthorizer, cached_pod_node, node_identity
+from apiserver.auth.node import NodeAuthorizer, cached_graph, cached_pod_node, node_identity
 from apiserver.auth.rbac import RBACAuthorizer, Rule, cached_policy
 
 MODES = ("AlwaysAllow", "Node", "RBAC")
@@ -61,6 +61,7 @@ def build_authorizer(modes: Sequence[str], registry: Any) -> Chain:
         raise ValueError(f"unknown authorization mode(s) {', '.join(unknown)}: "
                          f"use {', '.join(MODES)}")
     by_mode: dict[str, Any] = {"AlwaysAllow": AlwaysAllow,
-                               "Node": lambda: NodeAuthorizer(cached_pod_node(registry)),
+                               "Node": lambda: NodeAuthorizer(cached_pod_node(registry),
+                                                               cached_graph(registry)),
                                "RBAC": lambda: RBACAuthorizer(cached_policy(registry))}
     return Chain([by_mode[m]() for m in modes])

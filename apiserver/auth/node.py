@@ -7,9 +7,12 @@ and secrets/configmaps/... only through a pod bound to it. With kube 1.32+'s
 AuthorizeNodeWithSelectors (on by default) pods and nodes are decided here alone, not by
 the static rules: a node lists and watches pods only with `fieldSelector=spec.nodeName=NAME`
 (or one pod by name that is bound to it), and reads only its own Node (a get of NAME, a
-list/watch with `metadata.name=NAME`). kubelite serves none of the referenced kinds yet, so
-a request for one is left to the next authorizer (as kube does without a graph edge). What a node may change in the
-objects it may write is NodeRestriction admission's (apiserver/auth/admission.py).
+list/watch with `metadata.name=NAME`). Secrets and ConfigMaps are read (get, or a list/watch
+of one object by `metadata.name=X`, as kube's kubelet watches them), PersistentVolumeClaims
+got and ServiceAccount tokens created only when a pod bound to the node references them
+(kube's graph.go edges, from `common.pod_refs`): the `Graph` answers that from the pod watch
+cache. What a node may change in the objects it may write is NodeRestriction admission's
+(apiserver/auth/admission.py).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import Any
 
 from apiserver.auth import Attributes, Decision, UserInfo
 from apiserver.auth.rbac import rules_allow
+from common.pod_refs import PodReferences, pod_references
 
 NODE_USER_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 READ = ["get", "list", "watch"]
+MEMO_LIMIT = 50_000  # pods whose references the graph remembers
 # resources kube authorizes through the graph of what a node's pods reference
 GRAPH_RESOURCES = frozenset({
     ("", "secrets"), ("", "configmaps"), ("", "persistentvolumeclaims"),
@@ -62,6 +67,8 @@ NODE_RULES = [
 
 # (namespace, name) -> the spec.nodeName of that pod ("" unbound), None when there is none
 PodNode = Callable[[str, str], str | None]
+# (node, resource, namespace, name) -> whether a pod bound to the node references the object
+Graph = Callable[[str, str, str, str], bool]
 
 
 def node_identity(user: UserInfo) -> tuple[str, bool]:
@@ -147,10 +154,70 @@ def authorize_node(node: str, attributes: Attributes) -> tuple[Decision, str]:
     return Decision.NO_OPINION, ""
 
 
-def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
+def related(node: str, attributes: Attributes, graph: Graph | None) -> tuple[Decision, str]:
+    """NodeAuthorizer.authorize: a named object with a path to the node in the graph."""
+    if not attributes.name:
+        return Decision.NO_OPINION, "No Object name found"
+    if graph is not None and graph(node, attributes.resource, attributes.namespace,
+                                   attributes.name):
+        return Decision.ALLOW, ""
+    return no_relationship(node)
+
+
+def authorize_read_namespaced(node: str, attributes: Attributes, graph: Graph | None,
+                              ) -> tuple[Decision, str]:
+    """authorizeReadNamespacedObject (secrets, configmaps): get, or a list/watch of one
+    object (`metadata.name=X`), of what a pod of the node references."""
+    if attributes.verb not in READ:
+        return Decision.NO_OPINION, "can only read resources of this type"
+    if attributes.subresource:
+        return Decision.NO_OPINION, "cannot read subresource"
+    if not attributes.namespace:
+        return Decision.NO_OPINION, "can only read namespaced object of this type"
+    return related(node, attributes, graph)
+
+
+def authorize_get(node: str, attributes: Attributes, graph: Graph | None,
                   ) -> tuple[Decision, str]:
+    """authorizeGet (persistentvolumeclaims, persistentvolumes, ...)."""
+    if attributes.verb != "get":
+        return Decision.NO_OPINION, "can only get individual resources of this type"
+    if attributes.subresource:
+        return Decision.NO_OPINION, "cannot get subresource"
+    return related(node, attributes, graph)
+
+
+def authorize_create_token(node: str, attributes: Attributes, graph: Graph | None,
+                           ) -> tuple[Decision, str]:
+    """authorizeCreateToken: a token of a service account a pod of the node runs as."""
+    if attributes.verb != "create" or not attributes.name:
+        return Decision.NO_OPINION, "can only create tokens for individual service accounts"
+    if attributes.subresource != "token":
+        return Decision.NO_OPINION, "can only create token subresource of serviceaccount"
+    return related(node, attributes, graph)
+
+
+def authorize_graph(node: str, attributes: Attributes, graph: Graph | None,
+                    ) -> tuple[Decision, str]:
+    resource = attributes.resource
+    if attributes.api_group == "" and resource in ("secrets", "configmaps"):
+        return authorize_read_namespaced(node, attributes, graph)
+    if attributes.api_group == "" and resource == "serviceaccounts":
+        return authorize_create_token(node, attributes, graph)
+    if (attributes.api_group == "" and resource == "persistentvolumeclaims"
+            and attributes.subresource == "status"):
+        if attributes.verb not in ("update", "patch"):
+            return Decision.NO_OPINION, "can only get/update/patch this type"
+        return related(node, attributes, graph)
+    # persistentvolumes, volumeattachments, resourceclaims: no edges in kubelite's graph
+    return authorize_get(node, attributes, graph)
+
+
+def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
+                  graph: Graph | None = None) -> tuple[Decision, str]:
     """`pod_node`: where the pods are bound, for a get of one pod (kube's graph edge from a
-    pod to its node); None: pods are read as the static NodeRules allow."""
+    pod to its node); None: pods are read as the static NodeRules allow. `graph`: what
+    the pods bound to a node reference; None: nothing."""
     node, is_node = node_identity(attributes.user)
     if not is_node:
         return Decision.NO_OPINION, ""
@@ -160,8 +227,8 @@ def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
         kind = (attributes.api_group, attributes.resource)
         if kind == ("coordination.k8s.io", "leases"):
             return authorize_lease(node, attributes)
-        if kind in GRAPH_RESOURCES and attributes.subresource == "":
-            return no_relationship(node)
+        if kind in GRAPH_RESOURCES:
+            return authorize_graph(node, attributes, graph)
         if kind == ("", "pods"):
             return authorize_pod(node, attributes, pod_node)
         if kind == ("", "nodes"):
@@ -172,11 +239,12 @@ def node_decision(attributes: Attributes, pod_node: PodNode | None = None,
 
 
 class NodeAuthorizer:
-    def __init__(self, pod_node: PodNode | None = None) -> None:
+    def __init__(self, pod_node: PodNode | None = None, graph: Graph | None = None) -> None:
         self.pod_node = pod_node
+        self.graph = graph
 
     async def authorize(self, attributes: Attributes) -> tuple[Decision, str]:
-        return node_decision(attributes, self.pod_node)
+        return node_decision(attributes, self.pod_node, self.graph)
 
 
 def cached_pod_node(registry: Any) -> PodNode:
@@ -188,3 +256,35 @@ def cached_pod_node(registry: Any) -> PodNode:
         return None if item is None else item.fields.get("spec.nodeName", "")
 
     return pod_node
+
+
+def cached_graph(registry: Any) -> Graph:
+    """Whether a pod bound to the node references the object, from the pod watch cache:
+    the node's pods of that namespace (by their selectable spec.nodeName), each decoded
+    once per resourceVersion (kube keeps the edges in a graph updated by an informer;
+    the cache is already that informer)."""
+    from apiserver.resources.pods import PODS
+
+    memo: dict[str, tuple[int, PodReferences]] = {}
+
+    def references(key: str, revision: int, item: Any) -> PodReferences:
+        known = memo.get(key)
+        if known is not None and known[0] == revision:
+            return known[1]
+        refs = pod_references(item.obj)
+        if len(memo) > MEMO_LIMIT:
+            memo.clear()
+        memo[key] = (revision, refs)
+        return refs
+
+    def graph(node: str, resource: str, namespace: str, name: str) -> bool:
+        cache = registry.cache(PODS)
+        prefix = registry.key(PODS, namespace, "")
+        for item in cache.scan(prefix):
+            if item.fields.get("spec.nodeName") != node:
+                continue
+            if name in references(item.key, item.revision, item).names(resource):
+                return True
+        return False
+
+    return graph

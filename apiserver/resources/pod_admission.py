@@ -4,11 +4,14 @@ kubelite's kubelet honours a pod's host namespaces (hostNetwork, hostPID, hostIP
 privileged containers and part of its security settings (runAsUser, runAsGroup,
 supplementalGroups, fsGroup as a supplemental group, readOnlyRootFilesystem,
 capabilities.add and .drop, allowPrivilegeEscalation: false, the runtime's default seccomp
-profile). A pod asking for anything else that changes what its containers may do (a
-hostPath volume, a user namespace; or less, that it cannot enforce: runAsNonRoot without a
-user, sysctls, SELinux/AppArmor/custom seccomp profiles, a non-default procMount) fails
-validation (422) with the field named, so nothing runs with a silently different security
-posture. Whether the pod's namespace allows what it asks is Pod Security admission's
+profile), and the volumes of kubelet/volumes (emptyDir, hostPath, configMap, secret,
+downwardAPI, projected with configMap/secret/downwardAPI sources). A pod asking for
+anything else that changes what its containers may do (a user namespace; or less, that it
+cannot enforce: runAsNonRoot without a user, sysctls, SELinux/AppArmor/custom seccomp
+profiles, a non-default procMount, mount propagation) or a volume it cannot provide (a
+PersistentVolumeClaim, nfs, csi, ...: nothing here would ever attach it, the pod would
+stay ContainerCreating forever) fails validation (422) with the field named, so nothing
+runs with a silently different security posture or without its storage. Whether the pod's namespace allows what it asks is Pod Security admission's
 question (apiserver/auth/podsecurity.py), asked after this one as in kube.
 """
 
@@ -43,8 +46,8 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     if spec.get("hostUsers") is False:
         yield "spec.hostUsers", "user namespaces (hostUsers=false)"
     for i, volume in enumerate(spec.get("volumes") or []):
-        if isinstance(volume, Mapping) and "hostPath" in volume:
-            yield f"spec.volumes[{i}].hostPath", "hostPath volumes"
+        if isinstance(volume, Mapping):
+            yield from _volume(volume, f"spec.volumes[{i}]")
     pod_security = spec.get("securityContext") or {}
     yield from _security_context(pod_security, "spec.securityContext", HONOURED_POD_SECURITY)
     for i, container in enumerate(spec.get("initContainers") or []):
@@ -59,7 +62,7 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     for group in ("initContainers", "containers", "ephemeralContainers"):
         for i, container in enumerate(spec.get(group) or []):
             if isinstance(container, Mapping):
-                yield from _env_sources(container, f"spec.{group}[{i}]")
+                yield from _volume_mounts(container, f"spec.{group}[{i}]")
     pod_user = pod_security.get("runAsUser")
     pod_non_root = pod_security.get("runAsNonRoot")
     for group in ("initContainers", "containers", "ephemeralContainers"):
@@ -122,15 +125,35 @@ def default_toleration_seconds(pod: dict[str, Any]) -> None:
     spec["tolerations"] = tolerations
 
 
-def _env_sources(container: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
-    """Variables the kubelet cannot make yet: from ConfigMaps and Secrets (it would need
-    the Node authorizer's graph of what a node's pods reference to read them)."""
-    for j, var in enumerate(container.get("env") or []):
-        source = var.get("valueFrom") if isinstance(var, Mapping) else None
-        if not isinstance(source, Mapping):
+SUPPORTED_VOLUMES = frozenset({"emptyDir", "hostPath", "configMap", "secret", "downwardAPI",
+                               "projected"})
+SUPPORTED_PROJECTIONS = frozenset({"configMap", "secret", "downwardAPI"})
+
+
+def _volume(volume: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    """A volume the kubelet cannot set up (kubelet/volumes)."""
+    for kind in volume:
+        if kind == "name":
             continue
-        for key in ("configMapKeyRef", "secretKeyRef"):
-            if key in source:
-                yield f"{path}.env[{j}].valueFrom.{key}", f"env from {key}"
-    if container.get("envFrom"):
-        yield f"{path}.envFrom", "envFrom (variables from ConfigMaps and Secrets)"
+        if kind not in SUPPORTED_VOLUMES:
+            yield f"{path}.{kind}", f"{kind} volumes"
+    empty_dir = volume.get("emptyDir")
+    if isinstance(empty_dir, Mapping) and empty_dir.get("medium") not in (None, "", "Memory"):
+        yield f"{path}.emptyDir.medium", f"emptyDir medium {empty_dir.get('medium')}"
+    projected = volume.get("projected")
+    if isinstance(projected, Mapping):
+        for j, source in enumerate(projected.get("sources") or []):
+            for kind in source if isinstance(source, Mapping) else ():
+                if kind not in SUPPORTED_PROJECTIONS:
+                    yield f"{path}.projected.sources[{j}].{kind}", f"projected {kind} sources"
+
+
+def _volume_mounts(container: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:
+    for j, mount in enumerate(container.get("volumeMounts") or []):
+        if not isinstance(mount, Mapping):
+            continue
+        if mount.get("mountPropagation") not in (None, "None"):
+            yield (f"{path}.volumeMounts[{j}].mountPropagation",
+                   f"mountPropagation {mount.get('mountPropagation')}")
+        if mount.get("recursiveReadOnly") == "Enabled":
+            yield f"{path}.volumeMounts[{j}].recursiveReadOnly", "recursiveReadOnly Enabled"

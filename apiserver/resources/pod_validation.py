@@ -36,6 +36,7 @@ from apiserver.validation import (
     validate_object_meta,
     validate_quantity,
 )
+from common.volume_paths import path_errors
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 DNS_POLICIES = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
@@ -139,7 +140,88 @@ def validate_volumes(volumes: list[dict[str, Any]], path: str) -> tuple[set[str]
             errs.append(duplicate(f"{here}.name", name))
         elif name:
             names.add(name)
+        errs += validate_volume_source(volume, here)
     return names, errs
+
+
+MODE_RANGE = "must be a number between 0 and 0777 (octal), both inclusive"
+
+
+def validate_local_path(value: Any, path: str, *, reserved: bool = True) -> list[Cause]:
+    """validateLocalDescendingPath (+ validateLocalNonReservedPath when `reserved`)."""
+    if not isinstance(value, str):
+        return [invalid(path, value, "must be a string")]
+    return [invalid(path, value, m) for m in path_errors(value, reserved=reserved)]
+
+
+def validate_mode(value: Any, path: str) -> list[Cause]:
+    if value is None:
+        return []
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 0o777:
+        return [invalid(path, value, MODE_RANGE)]
+    return []
+
+
+def validate_items(items: Any, path: str, *, keyed: bool) -> list[Cause]:
+    """KeyToPath items (configMap, secret) or DownwardAPIVolumeFile items."""
+    errs: list[Cause] = []
+    for j, item in enumerate(items or []):
+        here = f"{path}[{j}]"
+        if not isinstance(item, dict):
+            errs.append(invalid(here, item, "must be an object"))
+            continue
+        if keyed and not item.get("key"):
+            errs.append(required(f"{here}.key"))
+        if not item.get("path"):
+            errs.append(required(f"{here}.path"))
+        else:
+            errs += validate_local_path(item["path"], f"{here}.path")
+        errs += validate_mode(item.get("mode"), f"{here}.mode")
+        if not keyed and bool(item.get("fieldRef")) == bool(item.get("resourceFieldRef")):
+            errs.append(invalid(here, "", "fieldRef and resourceFieldRef can not be "
+                                          "specified simultaneously" if item.get("fieldRef")
+                                else "must specify one of: `fieldRef` or `resourceFieldRef`"))
+    return errs
+
+
+def validate_volume_source(volume: dict[str, Any], path: str) -> list[Cause]:
+    """The sources' names, item paths and modes, as kube's validateVolumeSource."""
+    errs: list[Cause] = []
+    for kind, name_key in (("configMap", "name"), ("secret", "secretName")):
+        source = volume.get(kind)
+        if isinstance(source, dict):
+            if not source.get(name_key):
+                errs.append(required(f"{path}.{kind}.{name_key}"))
+            errs += validate_mode(source.get("defaultMode"), f"{path}.{kind}.defaultMode")
+            errs += validate_items(source.get("items"), f"{path}.{kind}.items", keyed=True)
+    host_path = volume.get("hostPath")
+    if isinstance(host_path, dict):
+        if not host_path.get("path"):
+            errs.append(required(f"{path}.hostPath.path"))
+        errs += choice(host_path.get("type") or "", HOST_PATH_TYPES, f"{path}.hostPath.type")
+    downward = volume.get("downwardAPI")
+    if isinstance(downward, dict):
+        errs += validate_mode(downward.get("defaultMode"), f"{path}.downwardAPI.defaultMode")
+        errs += validate_items(downward.get("items"), f"{path}.downwardAPI.items", keyed=False)
+    projected = volume.get("projected")
+    if isinstance(projected, dict):
+        errs += validate_mode(projected.get("defaultMode"), f"{path}.projected.defaultMode")
+        for j, source in enumerate(projected.get("sources") or []):
+            here = f"{path}.projected.sources[{j}]"
+            if not isinstance(source, dict):
+                continue
+            for kind in ("configMap", "secret"):
+                if isinstance(source.get(kind), dict):
+                    errs += validate_items(source[kind].get("items"), f"{here}.{kind}.items",
+                                           keyed=True)
+            if isinstance(source.get("downwardAPI"), dict):
+                errs += validate_items(source["downwardAPI"].get("items"),
+                                       f"{here}.downwardAPI.items", keyed=False)
+    return errs
+
+
+HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
+                   "CharDevice", "BlockDevice")
 
 
 def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
@@ -338,6 +420,14 @@ def validate_volume_mounts(mounts: list[dict[str, Any]], volumes: set[str],
         if mount_path in mount_points:
             errs.append(invalid(f"{here}.mountPath", mount_path, "must be unique"))
         mount_points.add(mount_path)
+        if mount.get("subPath"):
+            errs += validate_local_path(mount["subPath"], f"{here}.subPath", reserved=False)
+        if mount.get("subPathExpr"):
+            if mount.get("subPath"):
+                errs.append(invalid(f"{here}.subPathExpr", mount["subPathExpr"],
+                                    "subPathExpr and subPath are mutually exclusive"))
+            errs += validate_local_path(mount["subPathExpr"], f"{here}.subPathExpr",
+                                        reserved=False)
     return errs
 
 

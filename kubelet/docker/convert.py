@@ -5,7 +5,7 @@ becomes the runtime's dataclasses (`summary_from_list`, `container_from_inspect`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -189,7 +189,8 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
                           pid_target: str | None = None,
                           memory_capacity: int = 0,
                           termination_log: str = "",
-                          env_context: PodContext | None = None) -> dict[str, Any]:
+                          env_context: PodContext | None = None,
+                          mounts: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """A Docker create body for one pod container joining the sandbox's namespaces (and,
     for an ephemeral container with a target, the target's PID namespace).
 
@@ -197,7 +198,8 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
     Entrypoint set without Cmd drops the image's CMD, args alone keep its ENTRYPOINT.
     Requests and limits become the cgroup settings kube gives them
     (`resources.container_resources`), the QoS class the OOM score (with the node's
-    `memory_capacity`, for Burstable pods).
+    `memory_capacity`, for Burstable pods). `mounts`: the volume manager's bind mounts
+    (`kubelet.volumes.container_mounts`), besides the termination-log file's.
     """
     spec = pod.get("spec") or {}
     shared = f"container:{sandbox_id}"
@@ -225,11 +227,14 @@ def container_create_body(pod: Mapping[str, Any], container: Mapping[str, Any], 
     labels = pod_labels(pod, node_name=node_name, container=str(container["name"]),
                         attempt=attempt, kind="container")
     labels[LABEL_SPEC_HASH] = container_spec_hash(container)
+    binds = [dict(m) for m in mounts]
     if termination_log and container.get("terminationMessagePath"):
         # The kubelet's file at the container's terminationMessagePath, read once it exited.
         labels.update(message_labels(container))
-        host_config["Mounts"] = [{"Type": "bind", "Source": termination_log,
-                                  "Target": str(container["terminationMessagePath"])}]
+        binds.append({"Type": "bind", "Source": termination_log,
+                      "Target": str(container["terminationMessagePath"])})
+    if binds:
+        host_config["Mounts"] = binds
     body: dict[str, Any] = {
         "Image": container["image"],
         "Env": _env_list(variables),

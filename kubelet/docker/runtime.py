@@ -27,6 +27,7 @@ from kubelet.docker.convert import (
 from kubelet.env import EnvError, PodContext
 from kubelet.runtime import (
     LABEL_POD_UID,
+    ContainerExtras,
     ContainerInfo,
     ContainerSummary,
     CreateContainerConfigError,
@@ -171,7 +172,9 @@ class DockerRuntime:
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
                                sandbox: SandboxInfo, attempt: int,
-                               pid_target: str | None = None) -> str:
+                               pid_target: str | None = None,
+                               extras: ContainerExtras | None = None) -> str:
+        extras = extras or ContainerExtras()
         termination_log = ""
         if self.pods_dir and container.get("terminationMessagePath"):
             termination_log = host_file(self.pods_dir, pod_uid=pod_ref(pod).uid,
@@ -180,13 +183,15 @@ class DockerRuntime:
             await asyncio.to_thread(_create_empty_file, termination_log)
         host_network = bool((pod.get("spec") or {}).get("hostNetwork"))
         context = PodContext(pod_ip=self.node_ip if host_network else sandbox.ip,
-                             host_ip=self.node_ip, allocatable=self.allocatable)
+                             host_ip=self.node_ip, allocatable=self.allocatable,
+                             sources=extras.sources)
         try:
             body = container_create_body(pod, container, node_name=self.node_name,
                                          sandbox_id=sandbox.id, attempt=attempt,
                                          pid_target=pid_target,
                                          memory_capacity=self.memory_capacity,
-                                         termination_log=termination_log, env_context=context)
+                                         termination_log=termination_log, env_context=context,
+                                         mounts=extras.mounts)
         except EnvError as e:
             if termination_log:
                 await asyncio.to_thread(_remove_file, termination_log, self.pods_dir)
@@ -205,7 +210,7 @@ class DockerRuntime:
         self.pods_dir = ""
         await asyncio.to_thread(_remove_file, termination_log, os.path.dirname(termination_log))
         return await self.create_container(pod, container, sandbox=sandbox, attempt=attempt,
-                                           pid_target=pid_target)
+                                           pid_target=pid_target, extras=extras)
 
     async def _create(self, name: str, body: Mapping[str, Any]) -> str:
         try:
