@@ -30,7 +30,6 @@ several ReplicaSets during a rollout (the rolling arithmetic converges instead),
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -41,10 +40,9 @@ from typing import Any
 
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
+from controller_manager.controller import QueueController, key_of
 from controller_manager.pods import (
     claim,
     controller_of,
@@ -458,18 +456,12 @@ def with_conditions(deployment: Object, conditions: list[Object]) -> Object:
                                      "conditions": conditions}}
 
 
-def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+class DeploymentController(QueueController):
+    name = NAME
 
-
-class DeploymentController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
                  workers: int = 5) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+        super().__init__(factory, recorder, workers=workers)
         self.deployments = factory.informer("deployments")
         self.replicasets = factory.informer("replicasets")
         self.pods = factory.informer("pods")
@@ -511,14 +503,8 @@ class DeploymentController:
         if rs is not None:
             self._rs_changed(rs)
 
-    async def run(self) -> None:
-        await asyncio.gather(self.deployments.wait_synced(), self.replicasets.wait_synced(),
-                             self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.deployments, self.replicasets, self.pods]
 
     async def sync(self, key: str) -> None:
         deployment = self.deployments.get(key)

@@ -17,19 +17,18 @@ back-off between failed pods.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from common.errors import ApiError, Conflict, NotFound
+from common.errors import Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
+from controller_manager.controller import QueueController, key_of
+from controller_manager.podcontrol import PodControl
 from controller_manager.pods import Expectations, controller_of, controller_ref, pods_to_delete
 
 log = logging.getLogger("controller_manager.job")
@@ -130,25 +129,24 @@ def pod_for(job: Mapping[str, Any]) -> Object:
 # -- the controller ---------------------------------------------------------------------------
 
 
-def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+class JobController(QueueController):
+    name = NAME
 
-
-class JobController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
                  workers: int = 5) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+        super().__init__(factory, recorder, workers=workers)
         self.expectations = Expectations()
+        self.pod_control = PodControl(self.client, recorder, self.expectations,
+                                      owner_kind=KIND)
         self.jobs = factory.informer("jobs")
         self.pods = factory.informer("pods")
         self.jobs.add_event_handler(on_add=self._job, on_update=lambda _o, new: self._job(new),
                                     on_delete=self._job, name=f"{NAME} jobs")
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted, name=f"{NAME} pods")
+
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.jobs, self.pods]
 
     def _job(self, job: Object) -> None:
         self.queue.add(key_of(job))
@@ -178,14 +176,6 @@ class JobController:
             self.expectations.deletion_observed(owner, str(pod["metadata"].get("uid")))
             self.queue.add(owner)
 
-    async def run(self) -> None:
-        await asyncio.gather(self.jobs.wait_synced(), self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
-
     async def sync(self, key: str) -> None:
         job = self.jobs.get(key)
         if job is None:
@@ -202,8 +192,7 @@ class JobController:
         done = outcome({**job, "status": status}, succeeded, failed, len(active), now)
         if done is not None:
             kind, reason, message = done
-            for pod in active:
-                await self._delete(job, key, pod)
+            await self.pod_control.delete(job, key, active, expect=False)
             stamp = rfc3339(now)
             status.update(active=0, succeeded=succeeded, failed=failed,
                           conditions=[*(status.get("conditions") or []),
@@ -222,48 +211,18 @@ class JobController:
         if self.expectations.satisfied(key):
             diff = wanted_active(job, succeeded) - len(active)
             if diff > 0:
-                self.expectations.expect(key, add=diff)
                 log.info("job %s: %d active, %d succeeded: creating %d pod(s)", key,
                          len(active), succeeded, diff)
-                for _ in range(diff):
-                    await self._create(job, key)
+                await self.pod_control.create(job, key, [pod_for(job) for _ in range(diff)])
             elif diff < 0:
                 victims = pods_to_delete([dict(p) for p in active], -diff)
-                self.expectations.expect(key, deletes=[str(p["metadata"].get("uid"))
-                                                       for p in victims])
-                for pod in victims:
-                    await self._delete(job, key, pod)
+                await self.pod_control.delete(job, key, victims)
         ready = sum(1 for p in active if any(c.get("type") == "Ready" and c.get("status") ==
                                              "True" for c in (p.get("status") or {}).get(
                                                  "conditions") or []))
         status.update(active=len(active), succeeded=succeeded, failed=failed, ready=ready)
         if status != (job.get("status") or {}):
             await self._write(job, status)
-
-    async def _create(self, job: Object, key: str) -> None:
-        try:
-            created = await self.client.create("pods", pod_for(job),
-                                               namespace=job["metadata"]["namespace"])
-        except ApiError as e:
-            self.expectations.creation_observed(key)
-            await self.recorder.event(job, "Warning", "FailedCreate",
-                                      f"Error creating: {e.message}")
-            raise
-        name = created["metadata"]["name"]
-        log.info("job %s: created pod %s", key, name)
-        await self.recorder.event(job, "Normal", "SuccessfulCreate", f"Created pod: {name}")
-
-    async def _delete(self, job: Object, key: str, pod: Mapping[str, Any]) -> None:
-        meta = pod.get("metadata") or {}
-        try:
-            await self.client.delete("pods", str(meta.get("name")),
-                                     namespace=str(meta.get("namespace")))
-        except (NotFound, Conflict):
-            self.expectations.deletion_observed(key, str(meta.get("uid")))
-            return
-        log.info("job %s: deleted pod %s", key, meta.get("name"))
-        await self.recorder.event(job, "Normal", "SuccessfulDelete",
-                                  f"Deleted pod: {meta.get('name')}")
 
     async def _write(self, job: Object, status: Object) -> None:
         try:
