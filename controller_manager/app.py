@@ -11,19 +11,16 @@ lease, so a standby takes over at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
-import socket
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import component
 from common.client import GROUP_VERSIONS, ApiClient
+from common.endpoint import metric_family
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
-from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.workqueue import WorkQueue
 from controller_manager import (
@@ -36,8 +33,6 @@ from controller_manager import (
     tainteviction,
 )
 from controller_manager.events import ControllerRecorder
-from scheduler.metrics import metric_family
-from scheduler.server import Endpoints, listen, serving
 
 log = logging.getLogger("controller_manager")
 
@@ -197,6 +192,18 @@ class ControllerManager:
         finally:
             await self.factory.shutdown()
 
+    def describe(self) -> str:
+        return f"kube-controller-manager with controllers {','.join(self.enabled) or 'none'}"
+
+    def liveness(self, running: asyncio.Task[None]) -> dict[str, str | None]:
+        return {"ping": None, "controllers": "stopped" if running.done() else None}
+
+    def stopping(self) -> str:
+        return "shutting down"
+
+    async def drain(self) -> None:
+        """Nothing to finish: the controllers stopped with the main task."""
+
     def readiness(self, stopping: asyncio.Event) -> dict[str, str | None]:
         unsynced = self.factory.unsynced() if self.started else []
         return {"ping": None,
@@ -222,73 +229,12 @@ class ControllerManager:
         return "\n".join(lines) + "\n"
 
 
-def open_endpoint(options: Options) -> socket.socket | None:
-    if options.port == 0:
-        return None
-    try:
-        return listen(options.bind_address, options.port)
-    except OSError as e:
-        log.error("cannot serve /healthz and /metrics on %s:%d (%s): choose another --port, "
-                  "or --port 0 for none", options.bind_address, options.port,
-                  os.strerror(e.errno) if e.errno else e)
-        raise SystemExit(1) from e
-
-
 async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT (then release the lease) or until leadership is lost."""
-    sock = open_endpoint(options)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
-    async with ApiClient(conn, user_agent="kube-controller-manager",
-                         group_versions=CONTROLLER_GROUP_VERSIONS) as client:
-        manager = ControllerManager(client, options)
-        elector = (LeaderElector(client, options.leader_election) if options.leader_elect
-                   else None)
-        log.info("starting kube-controller-manager against %s with controllers %s; %s",
-                 conn.server, ",".join(manager.enabled) or "none",
-                 f"leader election on lease {options.leader_election.lease_key} as "
-                 f"{options.leader_election.identity}" if elector else "no leader election")
-        running = asyncio.create_task(
-            manager.run(leading=elector.leading if elector else None), name="controllers")
-        endpoints = Endpoints(
-            live=lambda: {"ping": None,
-                          "controllers": "stopped" if running.done() else None},
-            ready=lambda: manager.readiness(stop),
-            metrics=lambda: manager.metrics(elector))
-        async with serving(sock, endpoints):
-            lost = await run_until_stopped(running, stop, elector)
-    if lost:
-        log.error("leader election lost: exiting, to be restarted as a candidate")
-        raise SystemExit(1)
-    log.info("stopped")
-
-
-async def run_until_stopped(running: asyncio.Task[None], stop: asyncio.Event,
-                            elector: LeaderElector | None) -> bool:
-    stopping = asyncio.create_task(stop.wait(), name="stop signal")
-    electing = (asyncio.create_task(elector.run(), name="leader election") if elector
-                else None)
-    waits = {running, stopping} | ({electing} if electing else set())
-    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    for task in waits - done:
-        if task is not electing or stopping not in done:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if stopping not in done:
-        for task in done:
-            task.result()  # a crash: let it propagate
-        return electing in done
-    log.info("shutting down")
-    if elector is not None and electing is not None:
-        electing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await electing
-        await elector.release()
-    return False
+    await component.serve(
+        options, component.Client(user_agent="kube-controller-manager",
+                                   group_versions=CONTROLLER_GROUP_VERSIONS),
+        lambda client: ControllerManager(client, options), log)
 
 
 __all__ = ["ControllerManager", "Options", "serve"]

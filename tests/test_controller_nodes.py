@@ -219,6 +219,11 @@ async def test_endpoint_health_readiness_and_leader_metric(
         metrics = (await client.get("/metrics")).text
     assert 'leader_election_master_status{name="kube-controller-manager"} 1' in metrics
     assert 'workqueue_adds_total{name="taint-eviction-controller"}' in metrics
+    # The endpoint's lines are the controller-manager's own (the shell is shared with the
+    # scheduler, its logger is not).
+    log = controller_manager.process.log()
+    assert " controller_manager INFO serving /healthz" in log
+    assert " scheduler " not in log
 
 
 async def test_a_kubelet_killed_for_good_has_its_pod_evicted_and_back_it_cleans_up(
