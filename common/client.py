@@ -228,15 +228,19 @@ class ApiClient:
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
                      grace_period_seconds: int | None = None,
-                     preconditions: dict[str, str] | None = None) -> dict:
+                     preconditions: dict[str, str] | None = None,
+                     propagation_policy: str | None = None) -> dict:
         """`preconditions` ({"uid": ...} and/or {"resourceVersion": ...}) make the delete a
-        409 Conflict when the object is no longer the one the caller means."""
+        409 Conflict when the object is no longer the one the caller means;
+        `propagation_policy` is Foreground, Background or Orphan."""
         # Like kubectl: DeleteOptions in the body; the query parameter too, for servers
         # that only read that one (kube-apiserver accepts both).
         params: dict[str, str] = {}
         body: dict[str, Any] | None = None
-        if grace_period_seconds is not None or preconditions:
+        if grace_period_seconds is not None or preconditions or propagation_policy:
             body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            body = {**(body or {}), "propagationPolicy": propagation_policy}
         if grace_period_seconds is not None:
             params["gracePeriodSeconds"] = str(grace_period_seconds)
             body = {**(body or {}), "gracePeriodSeconds": grace_period_seconds}

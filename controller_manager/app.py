@@ -31,7 +31,9 @@ from controller_manager import (
     nodelifecycle,
     replicaset,
     tainteviction,
+    ttlafterfinished,
 )
+from controller_manager.controller import QueueController
 from controller_manager.events import ControllerRecorder
 
 log = logging.getLogger("controller_manager")
@@ -76,7 +78,18 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
     ControllerSpec(job.NAME, aliases=("job",)),
     ControllerSpec(namespace.NAME, aliases=("namespace",)),
+    ControllerSpec(ttlafterfinished.NAME, aliases=("ttl-after-finished",)),
 )
+
+
+# The controllers built alike: (factory, their event recorder, workers).
+QUEUE_CONTROLLERS: dict[str, Callable[..., QueueController]] = {
+    tainteviction.NAME: tainteviction.TaintEvictionController,
+    replicaset.NAME: replicaset.ReplicaSetController,
+    deployment.NAME: deployment.DeploymentController,
+    job.NAME: job.JobController,
+    ttlafterfinished.NAME: ttlafterfinished.TTLAfterFinishedController,
+}
 
 
 def canonical(name: str, specs: Iterable[ControllerSpec]) -> str | None:
@@ -134,45 +147,24 @@ class ControllerManager:
     def build(self) -> dict[str, Runner]:
         """Each enabled controller, wired to the factory (informers not started yet)."""
         runners: dict[str, Runner] = {}
+        workers = self.options.concurrent_syncs
         for name in self.enabled:
+            queued: QueueController | garbagecollector.GarbageCollector | \
+                namespace.NamespaceController
             if name == nodelifecycle.NAME:
-                node_controller = nodelifecycle.NodeLifecycleController(
+                runners[name] = nodelifecycle.NodeLifecycleController(
                     self.factory, self.recorder("node-controller"),
-                    self.options.node_lifecycle)
-                runners[name] = node_controller.run
-            elif name == tainteviction.NAME:
-                evictions = tainteviction.TaintEvictionController(
-                    self.factory, self.recorder(tainteviction.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(evictions.queue)
-                runners[name] = evictions.run
-            elif name == replicaset.NAME:
-                replicasets = replicaset.ReplicaSetController(
-                    self.factory, self.recorder(replicaset.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(replicasets.queue)
-                runners[name] = replicasets.run
-            elif name == deployment.NAME:
-                deployments = deployment.DeploymentController(
-                    self.factory, self.recorder(deployment.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(deployments.queue)
-                runners[name] = deployments.run
+                    self.options.node_lifecycle).run
+                continue
+            if name in QUEUE_CONTROLLERS:
+                queued = QUEUE_CONTROLLERS[name](self.factory, self.recorder(name),
+                                                 workers=workers)
             elif name == garbagecollector.NAME:
-                collector = garbagecollector.GarbageCollector(
-                    self.factory, workers=self.options.concurrent_syncs)
-                self.queues.append(collector.queue)
-                runners[name] = collector.run
-            elif name == job.NAME:
-                jobs = job.JobController(self.factory, self.recorder(job.NAME),
-                                         workers=self.options.concurrent_syncs)
-                self.queues.append(jobs.queue)
-                runners[name] = jobs.run
-            elif name == namespace.NAME:
-                namespaces = namespace.NamespaceController(
-                    self.factory, workers=self.options.concurrent_syncs)
-                self.queues.append(namespaces.queue)
-                runners[name] = namespaces.run
+                queued = garbagecollector.GarbageCollector(self.factory, workers=workers)
+            else:
+                queued = namespace.NamespaceController(self.factory, workers=workers)
+            self.queues.append(queued.queue)
+            runners[name] = queued.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:

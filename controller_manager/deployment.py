@@ -48,6 +48,7 @@ from controller_manager.pods import (
     controller_of,
     controller_ref,
     labels_of,
+    parse_time,
     selector_matches,
 )
 
@@ -282,13 +283,6 @@ def set_condition(conditions: Sequence[Object], new: Object) -> list[Object]:
 def new_condition(kind: str, status: str, reason: str, message: str, stamp: str) -> Object:
     return {"type": kind, "status": status, "lastUpdateTime": stamp,
             "lastTransitionTime": stamp, "reason": reason, "message": message}
-
-
-def parse_time(text: Any) -> datetime | None:
-    try:
-        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def is_complete(deployment: Mapping[str, Any], status: Mapping[str, Any]) -> bool:

@@ -6,13 +6,21 @@ One sync: count the Job's pods (active, succeeded, failed); when it is finished,
 (`Complete` with `SuccessCriteriaMet`, or `Failed` with `FailureTarget`, in kube's words)
 and delete what still runs; else create or delete pods to have
 min(parallelism, completions - succeeded) active, with expectations as the ReplicaSet
-controller. Events: `SuccessfulCreate`, `SuccessfulDelete`, `Completed`,
-`BackoffLimitExceeded`, `DeadlineExceeded`.
+controller. After failed pods, new ones wait kube's pod failure back-off (10 s doubled
+per failure since the last success, at most 6 minutes, from the last failure); a Job with
+`activeDeadlineSeconds` is synced again when its deadline comes. `completionMode:
+Indexed` gives each pod an index 0..completions-1 (annotation and label
+`batch.kubernetes.io/job-completion-index`, hostname `JOB-INDEX`, env
+`JOB_COMPLETION_INDEX` through the downward API), creates the lowest missing indexes first
+and completes when every index succeeded (`status.completedIndexes`). Events:
+`SuccessfulCreate`, `SuccessfulDelete`, `Completed`, `BackoffLimitExceeded`,
+`DeadlineExceeded`. `ttlSecondsAfterFinished` is the TTL-after-finished controller's
+(`ttlafterfinished`).
 
 Not done: the job-tracking finalizer on pods (counts come from the pods that exist, so a
-pod deleted by hand before it was counted is not counted), indexed completion,
-podFailurePolicy, successPolicy, suspend, ttlSecondsAfterFinished, the exponential
-back-off between failed pods.
+pod deleted by hand before it was counted is not counted), container restarts counted
+against backoffLimit under `restartPolicy: OnFailure`, podFailurePolicy, successPolicy,
+backoffLimitPerIndex, suspend.
 """
 
 from __future__ import annotations
@@ -29,7 +37,13 @@ from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
 from controller_manager.controller import QueueController, key_of
 from controller_manager.podcontrol import PodControl
-from controller_manager.pods import Expectations, controller_of, controller_ref, pods_to_delete
+from controller_manager.pods import (
+    Expectations,
+    controller_of,
+    controller_ref,
+    parse_time,
+    pods_to_delete,
+)
 
 log = logging.getLogger("controller_manager.job")
 
@@ -37,6 +51,10 @@ NAME = "job-controller"
 API_VERSION = "batch/v1"
 KIND = "Job"
 Object = dict[str, Any]
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+BACKOFF_BASE = 10.0  # DefaultJobPodFailureBackOff
+BACKOFF_CAP = 360.0  # "capped at six minutes" (the Job docs)
 
 
 # -- pure decisions ---------------------------------------------------------------------------
@@ -86,13 +104,9 @@ def outcome(job: Mapping[str, Any], succeeded: int, failed: int, active: int,
     limit = (job.get("spec") or {}).get("backoffLimit")
     if failed > (6 if limit is None else int(limit)):
         return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-    deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
-    started = (job.get("status") or {}).get("startTime")
-    if deadline is not None and started:
-        begun = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
-        if (now - begun).total_seconds() >= int(deadline):
-            return ("Failed", "DeadlineExceeded",
-                    "Job was active longer than specified deadline")
+    left = deadline_left(job, now)
+    if left is not None and left <= 0:
+        return ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
     return None
 
 
@@ -111,19 +125,105 @@ def finished_conditions(kind: str, reason: str, message: str, stamp: str) -> lis
              "lastProbeTime": stamp, "lastTransitionTime": stamp} for t in (interim, kind)]
 
 
-def pod_for(job: Mapping[str, Any]) -> Object:
+def is_indexed(job: Mapping[str, Any]) -> bool:
+    return (job.get("spec") or {}).get("completionMode") == "Indexed"
+
+
+def completion_index(pod: Mapping[str, Any]) -> int | None:
+    """The pod's index (its annotation), None when absent or not a number."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(COMPLETION_INDEX)
+    if text is None or not str(text).isdigit():
+        return None
+    return int(text)
+
+
+def succeeded_indexes(pods: Sequence[Mapping[str, Any]], completions: int) -> set[int]:
+    found = set()
+    for pod in pods:
+        index = completion_index(pod)
+        if phase(pod) == "Succeeded" and index is not None and index < completions:
+            found.add(index)
+    return found
+
+
+def format_indexes(indexes: set[int]) -> str:
+    """status.completedIndexes: `1,3-5,7`, ascending, runs of three or more... as kube:
+    any run of consecutive numbers as `first-last`."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def indexes_to_create(completions: int, succeeded: set[int],
+                      active: Sequence[Mapping[str, Any]], count: int) -> list[int]:
+    """The lowest `count` indexes neither succeeded nor running."""
+    running = {completion_index(p) for p in active}
+    return [i for i in range(completions) if i not in succeeded and i not in running][:count]
+
+
+def pod_for(job: Mapping[str, Any], index: int | None = None) -> Object:
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     meta = job.get("metadata") or {}
-    pod_meta: Object = {"generateName": f"{meta.get('name')}-",
-                        "namespace": meta.get("namespace"),
-                        "labels": (template.get("metadata") or {}).get("labels") or {},
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+    spec = template.get("spec") or {}
+    name = str(meta.get("name"))
+    if index is not None:
+        annotations[COMPLETION_INDEX] = str(index)
+        labels[COMPLETION_INDEX] = str(index)
+        spec.setdefault("hostname", f"{name}-{index}")
+        for key in ("initContainers", "containers"):
+            for container in spec.get(key) or []:
+                env = container.setdefault("env", [])
+                if not any(e.get("name") == INDEX_ENV for e in env):
+                    env.append({"name": INDEX_ENV, "valueFrom": {"fieldRef": {
+                        "apiVersion": "v1", "fieldPath":
+                        f"metadata.annotations['{COMPLETION_INDEX}']"}}})
+    pod_meta: Object = {"generateName": f"{name}-" if index is None else f"{name}-{index}-",
+                        "namespace": meta.get("namespace"), "labels": labels,
                         "ownerReferences": [controller_ref(job, api_version=API_VERSION,
                                                            kind=KIND)]}
-    annotations = (template.get("metadata") or {}).get("annotations")
     if annotations:
         pod_meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
-            "spec": template.get("spec") or {}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def finished_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When a finished pod's last container ended (else its newest condition change)."""
+    status = pod.get("status") or {}
+    stamps = [((c.get("state") or {}).get("terminated") or {}).get("finishedAt")
+              for c in status.get("containerStatuses") or []]
+    if not any(stamps):
+        stamps = [c.get("lastTransitionTime") for c in status.get("conditions") or []]
+    times = [t for t in (parse_time(s) for s in stamps if s) if t is not None]
+    return max(times) if times else None
+
+
+def failure_backoff(pods: Sequence[Mapping[str, Any]], now: datetime) -> float:
+    """Seconds new pods still wait after failures (the Job's backoffRecord): 10 s for
+    the first failure since the last success, doubled for each further one, at most 6
+    minutes, counted from the last failure."""
+    last_success = max((t for p in pods if phase(p) == "Succeeded"
+                        for t in [finished_at(p)] if t is not None), default=None)
+    failures = [finished_at(p) or now for p in pods if phase(p) == "Failed"]
+    failures = [t for t in failures if last_success is None or t > last_success]
+    if not failures:
+        return 0.0
+    delay = min(BACKOFF_BASE * 2 ** (len(failures) - 1), BACKOFF_CAP)
+    return max(0.0, delay - (now - max(failures)).total_seconds())
+
+
+def deadline_left(job: Mapping[str, Any], now: datetime) -> float | None:
+    """Seconds until activeDeadlineSeconds passes (None without one)."""
+    deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+    started = parse_time((job.get("status") or {}).get("startTime"))
+    if deadline is None or started is None:
+        return None
+    return int(deadline) - (now - started).total_seconds()
 
 
 # -- the controller ---------------------------------------------------------------------------
@@ -186,9 +286,15 @@ class JobController(QueueController):
         uid = job["metadata"].get("uid")
         pods = [p for p in self.pods.list() if (controller_of(p) or {}).get("uid") == uid]
         active, succeeded, failed = counts(pods)
+        completed: set[int] | None = None
+        if is_indexed(job):
+            completed = succeeded_indexes(pods, completions_of(job) or 0)
+            succeeded = len(completed)
         now = datetime.now(UTC)
         status = dict(job.get("status") or {})
         status.setdefault("startTime", rfc3339(now))
+        if completed is not None:
+            status["completedIndexes"] = format_indexes(completed)
         done = outcome({**job, "status": status}, succeeded, failed, len(active), now)
         if done is not None:
             kind, reason, message = done
@@ -208,12 +314,23 @@ class JobController(QueueController):
             else:
                 await self.recorder.event(job, "Warning", reason, message)
             return
+        left = deadline_left({**job, "status": status}, now)
+        if left is not None:
+            self.queue.add_after(key, left)
         if self.expectations.satisfied(key):
             diff = wanted_active(job, succeeded) - len(active)
-            if diff > 0:
+            wait = failure_backoff(pods, now) if diff > 0 else 0.0
+            if wait > 0:
+                log.info("job %s: %d failed pod(s): next pod in %.1fs (back-off)", key,
+                         failed, wait)
+                self.queue.add_after(key, wait)
+            elif diff > 0:
                 log.info("job %s: %d active, %d succeeded: creating %d pod(s)", key,
                          len(active), succeeded, diff)
-                await self.pod_control.create(job, key, [pod_for(job) for _ in range(diff)])
+                new = ([pod_for(job) for _ in range(diff)] if completed is None else
+                       [pod_for(job, i) for i in indexes_to_create(
+                           completions_of(job) or 0, completed, active, diff)])
+                await self.pod_control.create(job, key, new)
             elif diff < 0:
                 victims = pods_to_delete([dict(p) for p in active], -diff)
                 await self.pod_control.delete(job, key, victims)
