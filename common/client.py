@@ -140,17 +140,25 @@ class ApiClient:
     def __init__(self, base_url: str | Connection, *, timeout: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None,
                  user_agent: str = "kubelite",
-                 group_versions: Mapping[str, str] | None = None) -> None:
+                 group_versions: Mapping[str, str] | None = None,
+                 max_connections: int | None = None) -> None:
         """`base_url`: a plain URL, or a Connection read from a kubeconfig (its CA, client
-        certificate or bearer token)."""
+        certificate or bearer token). `max_connections`: a pool of that many HTTP/1.1
+        connections, all kept alive (for a client writing many objects at once; httpx's
+        default keeps 20 of 100 alive, and each of the others is a new connection)."""
         connection = base_url if isinstance(base_url, Connection) else plain(base_url)
+        self.connection = connection
         self.base_url = connection.server
         self.timeout = timeout
         self.group_versions = dict(GROUP_VERSIONS if group_versions is None
                                    else group_versions)
+        limits = (httpx.Limits(max_connections=100, max_keepalive_connections=20)
+                  if max_connections is None else
+                  httpx.Limits(max_connections=max_connections,
+                               max_keepalive_connections=max_connections))
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, transport=transport,
-            verify=connection.verify,
+            verify=connection.verify, limits=limits,
             headers={"User-Agent": user_agent, "Accept": "application/json",
                      **connection.headers})
 

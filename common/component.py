@@ -140,6 +140,7 @@ class Component(Protocol):
 class Client:
     user_agent: str
     group_versions: Mapping[str, str] | None = None
+    max_connections: int | None = None  # ApiClient's: a pool kept alive, for many writes
 
 
 async def serve(options: ProcessOptions, client: Client,
@@ -153,7 +154,8 @@ async def serve(options: ProcessOptions, client: Client,
         loop.add_signal_handler(sig, stop.set)
     conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
     async with ApiClient(conn, user_agent=client.user_agent,
-                         group_versions=client.group_versions) as api:
+                         group_versions=client.group_versions,
+                         max_connections=client.max_connections) as api:
         component = make(api)
         elector = (LeaderElector(api, options.leader_election) if options.leader_elect
                    else None)

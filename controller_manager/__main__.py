@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
+
+import uvloop
 
 from common import component
 from common.flags import add_duration
@@ -70,7 +71,9 @@ def options_from(args: argparse.Namespace) -> Options:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     component.setup_logging(args.log_level)
-    asyncio.run(serve(options_from(args)))
+    # uvloop, as the apiserver's uvicorn: the controllers' HTTP and watch traffic is
+    # the event loop's work.
+    uvloop.run(serve(options_from(args)))
 
 
 if __name__ == "__main__":

@@ -35,12 +35,19 @@ from controller_manager import (
 )
 from controller_manager.controller import QueueController
 from controller_manager.events import ControllerRecorder
+from controller_manager.podcontrol import IN_FLIGHT
+from controller_manager.transport import PooledTransport
 
 log = logging.getLogger("controller_manager")
 
 DEFAULT_PORT = 10257  # kube-controller-manager's (HTTPS there; plain HTTP here)
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 LEASE_NAME = "kube-controller-manager"
+# One pooled client, its connections kept alive (a new connection per request is what
+# would cost the most), for the watches and the other requests; and a lean pool for the
+# pods' writes (controller_manager.transport), as many as PodControl has in flight.
+MAX_CONNECTIONS = 48
+WRITE_CONNECTIONS = IN_FLIGHT
 # The API groups the controllers use beyond the client's defaults.
 CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
                              "deployments": "apps/v1", "jobs": "batch/v1"}
@@ -139,6 +146,13 @@ class ControllerManager:
     def __init__(self, client: ApiClient, options: Options) -> None:
         self.client = client
         self.options = options
+        # The pods' creates and deletes on a lean pool of their own (watches stay on
+        # `client`); the controllers get it through the factory's `writer`.
+        self.writer = ApiClient(
+            client.connection, user_agent="kube-controller-manager",
+            group_versions=CONTROLLER_GROUP_VERSIONS,
+            transport=PooledTransport(client.connection.server, size=WRITE_CONNECTIONS,
+                                      ssl_context=client.connection.ssl_context))
         self.factory = SharedInformerFactory(client)
         self.enabled = enabled_controllers(options.controllers)
         self.queues: list[WorkQueue] = []
@@ -158,7 +172,7 @@ class ControllerManager:
                 continue
             if name in QUEUE_CONTROLLERS:
                 queued = QUEUE_CONTROLLERS[name](self.factory, self.recorder(name),
-                                                 workers=workers)
+                                                 workers=workers, writer=self.writer)
             elif name == garbagecollector.NAME:
                 queued = garbagecollector.GarbageCollector(self.factory, workers=workers)
             else:
@@ -183,6 +197,7 @@ class ControllerManager:
             await asyncio.gather(*(runner() for runner in runners.values()))
         finally:
             await self.factory.shutdown()
+            await self.writer.aclose()
 
     def describe(self) -> str:
         return f"kube-controller-manager with controllers {','.join(self.enabled) or 'none'}"
@@ -225,7 +240,8 @@ async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT (then release the lease) or until leadership is lost."""
     await component.serve(
         options, component.Client(user_agent="kube-controller-manager",
-                                   group_versions=CONTROLLER_GROUP_VERSIONS),
+                                   group_versions=CONTROLLER_GROUP_VERSIONS,
+                                   max_connections=MAX_CONNECTIONS),
         lambda client: ControllerManager(client, options), log)
 
 

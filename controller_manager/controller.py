@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
+from common.client import ApiClient
 from common.errors import ApiError
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
@@ -26,6 +27,30 @@ def key_of(obj: Mapping[str, Any]) -> str:
     """`namespace/name`, the work queue's key (MetaNamespaceKeyFunc)."""
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+BY_NAMESPACE = "namespace"  # client-go's cache.NamespaceIndex
+
+
+def _namespace_index(obj: Mapping[str, Any]) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
+def with_index(informer: SharedInformer, name: str,
+               func: Callable[[dict], Iterable[str]]) -> SharedInformer:
+    """The (shared) informer with the index `name`, added by whichever controller asks
+    first."""
+    try:
+        informer.add_indexers({name: func})
+    except ValueError:
+        pass  # another controller added it already
+    return informer
+
+
+def indexed_by_namespace(informer: SharedInformer) -> SharedInformer:
+    """The informer with a namespace index (listers' `Pods(namespace).List()`): a sync
+    reads its namespace's objects, not the cluster's."""
+    return with_index(informer, BY_NAMESPACE, _namespace_index)
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -68,8 +93,11 @@ class QueueController:
     name = "controller"
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
         self.client = factory.client
+        # Where the controller's writes of many objects go (a lean pool of their own in
+        # the controller-manager: controller_manager.transport); else the client.
+        self.writer = writer or factory.client
         self.recorder = recorder
         self.workers = workers
         self.queue = WorkQueue(self.name)

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
@@ -556,8 +557,8 @@ class DeploymentController(QueueController):
     name = NAME
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        super().__init__(factory, recorder, workers=workers)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.deployments = factory.informer("deployments")
         self.replicasets = factory.informer("replicasets")
         self.pods = factory.informer("pods")

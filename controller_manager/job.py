@@ -31,11 +31,17 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from controller_manager.controller import QueueController, key_of
+from controller_manager.controller import (
+    BY_NAMESPACE,
+    QueueController,
+    indexed_by_namespace,
+    key_of,
+)
 from controller_manager.podcontrol import PodControl
 from controller_manager.pods import (
     Expectations,
@@ -233,13 +239,13 @@ class JobController(QueueController):
     name = NAME
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        super().__init__(factory, recorder, workers=workers)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.expectations = Expectations()
-        self.pod_control = PodControl(self.client, recorder, self.expectations,
+        self.pod_control = PodControl(self.writer, recorder, self.expectations,
                                       owner_kind=KIND)
         self.jobs = factory.informer("jobs")
-        self.pods = factory.informer("pods")
+        self.pods = indexed_by_namespace(factory.informer("pods"))
         self.jobs.add_event_handler(on_add=self._job, on_update=lambda _o, new: self._job(new),
                                     on_delete=self._job, name=f"{NAME} jobs")
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
@@ -284,7 +290,8 @@ class JobController(QueueController):
         if finished_condition(job) or job["metadata"].get("deletionTimestamp"):
             return
         uid = job["metadata"].get("uid")
-        pods = [p for p in self.pods.list() if (controller_of(p) or {}).get("uid") == uid]
+        pods = [p for p in self.pods.by_index(BY_NAMESPACE, str(job["metadata"]["namespace"]))
+                if (controller_of(p) or {}).get("uid") == uid]
         active, succeeded, failed = counts(pods)
         completed: set[int] | None = None
         if is_indexed(job):

@@ -21,6 +21,10 @@ from controller_manager.pods import Expectations, slow_start_batches
 log = logging.getLogger("controller_manager")
 
 Object = dict[str, Any]
+# Writes in flight at once per controller: as many as the client's pool keeps alive
+# (controller_manager.app.MAX_CONNECTIONS); more would only queue inside httpcore's pool,
+# whose bookkeeping grows with every queued request.
+IN_FLIGHT = 64
 
 
 def first_error(results: Sequence[object]) -> Exception | None:
@@ -39,6 +43,7 @@ class PodControl:
         self.recorder = recorder
         self.expectations = expectations
         self.owner_kind = owner_kind.lower()  # for the logs: "replicaset web-5d8f"
+        self.in_flight = asyncio.Semaphore(IN_FLIGHT)
 
     async def create(self, owner: Object, key: str, pods: Sequence[Object]) -> None:
         """Create `pods` in slow-start batches (1, 2, 4, ...: a template the apiserver
@@ -60,7 +65,8 @@ class PodControl:
     async def create_one(self, owner: Object, pod: Object) -> None:
         namespace = str(owner["metadata"]["namespace"])
         try:
-            created = await self.client.create("pods", pod, namespace=namespace)
+            async with self.in_flight:
+                created = await self.client.create("pods", pod, namespace=namespace)
         except ApiError as e:
             await self.recorder.event(owner, "Warning", "FailedCreate",
                                       f"Error creating: {e.message}")
@@ -86,8 +92,9 @@ class PodControl:
         meta = pod.get("metadata") or {}
         name = str(meta.get("name"))
         try:
-            await self.client.delete("pods", name, namespace=str(meta.get("namespace")),
-                                     preconditions={"uid": uid_of(pod)})
+            async with self.in_flight:
+                await self.client.delete("pods", name, namespace=str(meta.get("namespace")),
+                                         preconditions={"uid": uid_of(pod)})
         except (NotFound, Conflict):
             self.expectations.deletion_observed(key, uid_of(pod))  # gone: no event comes
             return

@@ -19,10 +19,17 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
-from controller_manager.controller import QueueController, key_of, uid_of
+from controller_manager.controller import (
+    BY_NAMESPACE,
+    QueueController,
+    indexed_by_namespace,
+    key_of,
+    uid_of,
+)
 from controller_manager.podcontrol import PodControl
 from controller_manager.pods import (
     Expectations,
@@ -34,6 +41,7 @@ from controller_manager.pods import (
     is_ready,
     labels_of,
     pods_to_delete,
+    ready_condition,
     released_refs,
     selector_matches,
 )
@@ -105,6 +113,18 @@ def status_changed(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
                if k != "conditions")
 
 
+def counted_view(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a pod a ReplicaSet's sync reads to count, claim and report it: a pod update
+    that leaves this as it was (a binding, an IP, a container's restart count) changes
+    nothing the sync would decide, so it does not queue one (at 1,000 pods, each sync
+    reads them all)."""
+    meta = pod.get("metadata") or {}
+    ready = ready_condition(pod) or {}
+    return (meta.get("labels"), meta.get("ownerReferences"), meta.get("deletionTimestamp"),
+            (pod.get("status") or {}).get("phase"), ready.get("status"),
+            ready.get("lastTransitionTime"))
+
+
 # -- the controller ---------------------------------------------------------------------------
 
 
@@ -112,13 +132,13 @@ class ReplicaSetController(QueueController):
     name = NAME
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        super().__init__(factory, recorder, workers=workers)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.expectations = Expectations()
-        self.pod_control = PodControl(self.client, recorder, self.expectations,
+        self.pod_control = PodControl(self.writer, recorder, self.expectations,
                                       owner_kind=KIND)
         self.replicasets = factory.informer("replicasets")
-        self.pods = factory.informer("pods")
+        self.pods = indexed_by_namespace(factory.informer("pods"))
         self.replicasets.add_event_handler(
             on_add=self._rs_changed, on_update=lambda _old, new: self._rs_changed(new),
             on_delete=self._rs_deleted, name=f"{NAME} replicasets")
@@ -168,6 +188,8 @@ class ReplicaSetController(QueueController):
             self._enqueue_matching(pod)
 
     def _pod_updated(self, old: Object, new: Object) -> None:
+        if counted_view(old) == counted_view(new):
+            return
         if (new.get("metadata") or {}).get("deletionTimestamp") and not (
                 old.get("metadata") or {}).get("deletionTimestamp"):
             # A graceful delete started: as kube, count the deletion now.
@@ -195,8 +217,7 @@ class ReplicaSetController(QueueController):
             self.expectations.forget(key)
             return
         namespace = str(rs["metadata"]["namespace"])
-        candidates = [p for p in self.pods.list()
-                      if (p.get("metadata") or {}).get("namespace") == namespace]
+        candidates = self.pods.by_index(BY_NAMESPACE, namespace)
         selector = (rs.get("spec") or {}).get("selector")
         claimed = claim(rs, selector, candidates)
         owned = list(claimed.owned)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
@@ -96,8 +97,8 @@ class TaintEvictionController(QueueController):
     name = NAME
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 8) -> None:
-        super().__init__(factory, recorder, workers=workers)
+                 workers: int = 8, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.nodes = factory.informer("nodes")
         self.pods = pods_by_node(factory)
         # pod key -> (uid, monotonic time its eviction wait started)

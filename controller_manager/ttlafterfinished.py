@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
@@ -50,8 +51,8 @@ class TTLAfterFinishedController(QueueController):
     name = NAME
 
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        super().__init__(factory, recorder, workers=workers)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.jobs = factory.informer("jobs")
         self.jobs.add_event_handler(on_add=self._changed,
                                     on_update=lambda _old, new: self._changed(new),
