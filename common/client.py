@@ -140,17 +140,25 @@ class ApiClient:
     def __init__(self, base_url: str | Connection, *, timeout: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None,
                  user_agent: str = "kubelite",
-                 group_versions: Mapping[str, str] | None = None) -> None:
+                 group_versions: Mapping[str, str] | None = None,
+                 max_connections: int | None = None) -> None:
         """`base_url`: a plain URL, or a Connection read from a kubeconfig (its CA, client
-        certificate or bearer token)."""
+        certificate or bearer token). `max_connections`: a pool of that many HTTP/1.1
+        connections, all kept alive (for a client writing many objects at once; httpx's
+        default keeps 20 of 100 alive, and each of the others is a new connection)."""
         connection = base_url if isinstance(base_url, Connection) else plain(base_url)
+        self.connection = connection
         self.base_url = connection.server
         self.timeout = timeout
         self.group_versions = dict(GROUP_VERSIONS if group_versions is None
                                    else group_versions)
+        limits = (httpx.Limits(max_connections=100, max_keepalive_connections=20)
+                  if max_connections is None else
+                  httpx.Limits(max_connections=max_connections,
+                               max_keepalive_connections=max_connections))
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, transport=transport,
-            verify=connection.verify,
+            verify=connection.verify, limits=limits,
             headers={"User-Agent": user_agent, "Accept": "application/json",
                      **connection.headers})
 
@@ -228,15 +236,19 @@ class ApiClient:
 
     async def delete(self, resource: str, name: str, *, namespace: str | None = None,
                      grace_period_seconds: int | None = None,
-                     preconditions: dict[str, str] | None = None) -> dict:
+                     preconditions: dict[str, str] | None = None,
+                     propagation_policy: str | None = None) -> dict:
         """`preconditions` ({"uid": ...} and/or {"resourceVersion": ...}) make the delete a
-        409 Conflict when the object is no longer the one the caller means."""
+        409 Conflict when the object is no longer the one the caller means;
+        `propagation_policy` is Foreground, Background or Orphan."""
         # Like kubectl: DeleteOptions in the body; the query parameter too, for servers
         # that only read that one (kube-apiserver accepts both).
         params: dict[str, str] = {}
         body: dict[str, Any] | None = None
-        if grace_period_seconds is not None or preconditions:
+        if grace_period_seconds is not None or preconditions or propagation_policy:
             body = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            body = {**(body or {}), "propagationPolicy": propagation_policy}
         if grace_period_seconds is not None:
             params["gracePeriodSeconds"] = str(grace_period_seconds)
             body = {**(body or {}), "gracePeriodSeconds": grace_period_seconds}

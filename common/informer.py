@@ -119,6 +119,35 @@ def watch_was_healthy(*, events: int, seconds: float) -> bool:
     return events > 0 or seconds >= HEALTHY_WATCH_SECONDS
 
 
+@dataclass(frozen=True)
+class Handlers:
+    """One consumer's callbacks; each may be a plain or a coroutine function."""
+
+    on_add: Callable[[dict], Any] | None = None
+    on_update: Callable[[dict, dict], Any] | None = None
+    on_delete: Callable[[dict], Any] | None = None
+
+async def deliver(name: str, handlers: Handlers, change: Change) -> None:
+    """Call the handler for the change (a plain or a coroutine function); a failing
+    handler is logged, never stops the informer."""
+    handler: Callable[..., Any] | None
+    args: tuple[dict | None, ...]
+    if change.action == "add":
+        handler, args = handlers.on_add, (change.new,)
+    elif change.action == "update":
+        handler, args = handlers.on_update, (change.old, change.new)
+    else:
+        handler, args = handlers.on_delete, (change.old,)
+    if handler is None:
+        return
+    try:
+        result = handler(*args)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("%s: on_%s handler failed for %s", name, change.action, change.key)
+
+
 class Informer:
     """A local, event-driven copy of one resource collection."""
 
@@ -134,9 +163,7 @@ class Informer:
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self._on_add = on_add
-        self._on_update = on_update
-        self._on_delete = on_delete
+        self._handlers = Handlers(on_add=on_add, on_update=on_update, on_delete=on_delete)
         self._on_synced = on_synced
         self.name = name or _describe(resource, namespace=namespace,
                                       label_selector=label_selector,
@@ -251,35 +278,12 @@ class Informer:
         else:
             assert change.new is not None
             self._store[change.key] = change.new
-        if change.action == "add" and self._on_add is not None:
-            await self._call(change, self._on_add, change.new)
-        elif change.action == "update" and self._on_update is not None:
-            await self._call(change, self._on_update, change.old, change.new)
-        elif change.action == "delete" and self._on_delete is not None:
-            await self._call(change, self._on_delete, change.old)
-
-    async def _call(self, change: Change, handler: Callable[..., Any], *args: Any) -> None:
-        try:
-            result = handler(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("%s: on_%s handler failed for %s", self.name, change.action,
-                          change.key)
+        await deliver(self.name, self._handlers, change)
 
 
 # -- the shared informer (client-go shared_informer.go) ---------------------------------
 
 IndexFunc = Callable[[dict], Iterable[str]]
-
-
-@dataclass(frozen=True)
-class Handlers:
-    """One consumer's callbacks; each may be a plain or a coroutine function."""
-
-    on_add: Callable[[dict], Any] | None = None
-    on_update: Callable[[dict, dict], Any] | None = None
-    on_delete: Callable[[dict], Any] | None = None
 
 
 _SYNCED = Change("add", "")  # the marker after a listener's initial adds
@@ -326,22 +330,7 @@ class Listener:
             if change is _SYNCED:
                 self._synced.set()
                 continue
-            h = self.handlers
-            if change.action == "add" and h.on_add is not None:
-                await self._call(change, h.on_add, change.new)
-            elif change.action == "update" and h.on_update is not None:
-                await self._call(change, h.on_update, change.old, change.new)
-            elif change.action == "delete" and h.on_delete is not None:
-                await self._call(change, h.on_delete, change.old)
-
-    async def _call(self, change: Change, handler: Callable[..., Any], *args: Any) -> None:
-        try:
-            result = handler(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("%s: on_%s handler failed for %s", self.name, change.action,
-                          change.key)
+            await deliver(self.name, self.handlers, change)
 
 
 class SharedInformer:

@@ -11,19 +11,16 @@ lease, so a standby takes over at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import signal
-import socket
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import component
 from common.client import GROUP_VERSIONS, ApiClient
+from common.endpoint import metric_family
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
-from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.workqueue import WorkQueue
 from controller_manager import (
@@ -34,16 +31,23 @@ from controller_manager import (
     nodelifecycle,
     replicaset,
     tainteviction,
+    ttlafterfinished,
 )
+from controller_manager.controller import QueueController
 from controller_manager.events import ControllerRecorder
-from scheduler.metrics import metric_family
-from scheduler.server import Endpoints, listen, serving
+from controller_manager.podcontrol import IN_FLIGHT
+from controller_manager.transport import PooledTransport
 
 log = logging.getLogger("controller_manager")
 
 DEFAULT_PORT = 10257  # kube-controller-manager's (HTTPS there; plain HTTP here)
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 LEASE_NAME = "kube-controller-manager"
+# One pooled client, its connections kept alive (a new connection per request is what
+# would cost the most), for the watches and the other requests; and a lean pool for the
+# pods' writes (controller_manager.transport), as many as PodControl has in flight.
+MAX_CONNECTIONS = 48
+WRITE_CONNECTIONS = IN_FLIGHT
 # The API groups the controllers use beyond the client's defaults.
 CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
                              "deployments": "apps/v1", "jobs": "batch/v1"}
@@ -81,7 +85,18 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(garbagecollector.NAME, aliases=("garbagecollector",)),
     ControllerSpec(job.NAME, aliases=("job",)),
     ControllerSpec(namespace.NAME, aliases=("namespace",)),
+    ControllerSpec(ttlafterfinished.NAME, aliases=("ttl-after-finished",)),
 )
+
+
+# The controllers built alike: (factory, their event recorder, workers).
+QUEUE_CONTROLLERS: dict[str, Callable[..., QueueController]] = {
+    tainteviction.NAME: tainteviction.TaintEvictionController,
+    replicaset.NAME: replicaset.ReplicaSetController,
+    deployment.NAME: deployment.DeploymentController,
+    job.NAME: job.JobController,
+    ttlafterfinished.NAME: ttlafterfinished.TTLAfterFinishedController,
+}
 
 
 def canonical(name: str, specs: Iterable[ControllerSpec]) -> str | None:
@@ -131,6 +146,13 @@ class ControllerManager:
     def __init__(self, client: ApiClient, options: Options) -> None:
         self.client = client
         self.options = options
+        # The pods' creates and deletes on a lean pool of their own (watches stay on
+        # `client`); the controllers get it through the factory's `writer`.
+        self.writer = ApiClient(
+            client.connection, user_agent="kube-controller-manager",
+            group_versions=CONTROLLER_GROUP_VERSIONS,
+            transport=PooledTransport(client.connection.server, size=WRITE_CONNECTIONS,
+                                      ssl_context=client.connection.ssl_context))
         self.factory = SharedInformerFactory(client)
         self.enabled = enabled_controllers(options.controllers)
         self.queues: list[WorkQueue] = []
@@ -139,45 +161,24 @@ class ControllerManager:
     def build(self) -> dict[str, Runner]:
         """Each enabled controller, wired to the factory (informers not started yet)."""
         runners: dict[str, Runner] = {}
+        workers = self.options.concurrent_syncs
         for name in self.enabled:
+            queued: QueueController | garbagecollector.GarbageCollector | \
+                namespace.NamespaceController
             if name == nodelifecycle.NAME:
-                node_controller = nodelifecycle.NodeLifecycleController(
+                runners[name] = nodelifecycle.NodeLifecycleController(
                     self.factory, self.recorder("node-controller"),
-                    self.options.node_lifecycle)
-                runners[name] = node_controller.run
-            elif name == tainteviction.NAME:
-                evictions = tainteviction.TaintEvictionController(
-                    self.factory, self.recorder(tainteviction.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(evictions.queue)
-                runners[name] = evictions.run
-            elif name == replicaset.NAME:
-                replicasets = replicaset.ReplicaSetController(
-                    self.factory, self.recorder(replicaset.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(replicasets.queue)
-                runners[name] = replicasets.run
-            elif name == deployment.NAME:
-                deployments = deployment.DeploymentController(
-                    self.factory, self.recorder(deployment.NAME),
-                    workers=self.options.concurrent_syncs)
-                self.queues.append(deployments.queue)
-                runners[name] = deployments.run
+                    self.options.node_lifecycle).run
+                continue
+            if name in QUEUE_CONTROLLERS:
+                queued = QUEUE_CONTROLLERS[name](self.factory, self.recorder(name),
+                                                 workers=workers, writer=self.writer)
             elif name == garbagecollector.NAME:
-                collector = garbagecollector.GarbageCollector(
-                    self.factory, workers=self.options.concurrent_syncs)
-                self.queues.append(collector.queue)
-                runners[name] = collector.run
-            elif name == job.NAME:
-                jobs = job.JobController(self.factory, self.recorder(job.NAME),
-                                         workers=self.options.concurrent_syncs)
-                self.queues.append(jobs.queue)
-                runners[name] = jobs.run
-            elif name == namespace.NAME:
-                namespaces = namespace.NamespaceController(
-                    self.factory, workers=self.options.concurrent_syncs)
-                self.queues.append(namespaces.queue)
-                runners[name] = namespaces.run
+                queued = garbagecollector.GarbageCollector(self.factory, workers=workers)
+            else:
+                queued = namespace.NamespaceController(self.factory, workers=workers)
+            self.queues.append(queued.queue)
+            runners[name] = queued.run
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
@@ -196,6 +197,19 @@ class ControllerManager:
             await asyncio.gather(*(runner() for runner in runners.values()))
         finally:
             await self.factory.shutdown()
+            await self.writer.aclose()
+
+    def describe(self) -> str:
+        return f"kube-controller-manager with controllers {','.join(self.enabled) or 'none'}"
+
+    def liveness(self, running: asyncio.Task[None]) -> dict[str, str | None]:
+        return {"ping": None, "controllers": "stopped" if running.done() else None}
+
+    def stopping(self) -> str:
+        return "shutting down"
+
+    async def drain(self) -> None:
+        """Nothing to finish: the controllers stopped with the main task."""
 
     def readiness(self, stopping: asyncio.Event) -> dict[str, str | None]:
         unsynced = self.factory.unsynced() if self.started else []
@@ -222,73 +236,13 @@ class ControllerManager:
         return "\n".join(lines) + "\n"
 
 
-def open_endpoint(options: Options) -> socket.socket | None:
-    if options.port == 0:
-        return None
-    try:
-        return listen(options.bind_address, options.port)
-    except OSError as e:
-        log.error("cannot serve /healthz and /metrics on %s:%d (%s): choose another --port, "
-                  "or --port 0 for none", options.bind_address, options.port,
-                  os.strerror(e.errno) if e.errno else e)
-        raise SystemExit(1) from e
-
-
 async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT (then release the lease) or until leadership is lost."""
-    sock = open_endpoint(options)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
-    async with ApiClient(conn, user_agent="kube-controller-manager",
-                         group_versions=CONTROLLER_GROUP_VERSIONS) as client:
-        manager = ControllerManager(client, options)
-        elector = (LeaderElector(client, options.leader_election) if options.leader_elect
-                   else None)
-        log.info("starting kube-controller-manager against %s with controllers %s; %s",
-                 conn.server, ",".join(manager.enabled) or "none",
-                 f"leader election on lease {options.leader_election.lease_key} as "
-                 f"{options.leader_election.identity}" if elector else "no leader election")
-        running = asyncio.create_task(
-            manager.run(leading=elector.leading if elector else None), name="controllers")
-        endpoints = Endpoints(
-            live=lambda: {"ping": None,
-                          "controllers": "stopped" if running.done() else None},
-            ready=lambda: manager.readiness(stop),
-            metrics=lambda: manager.metrics(elector))
-        async with serving(sock, endpoints):
-            lost = await run_until_stopped(running, stop, elector)
-    if lost:
-        log.error("leader election lost: exiting, to be restarted as a candidate")
-        raise SystemExit(1)
-    log.info("stopped")
-
-
-async def run_until_stopped(running: asyncio.Task[None], stop: asyncio.Event,
-                            elector: LeaderElector | None) -> bool:
-    stopping = asyncio.create_task(stop.wait(), name="stop signal")
-    electing = (asyncio.create_task(elector.run(), name="leader election") if elector
-                else None)
-    waits = {running, stopping} | ({electing} if electing else set())
-    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    for task in waits - done:
-        if task is not electing or stopping not in done:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if stopping not in done:
-        for task in done:
-            task.result()  # a crash: let it propagate
-        return electing in done
-    log.info("shutting down")
-    if elector is not None and electing is not None:
-        electing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await electing
-        await elector.release()
-    return False
+    await component.serve(
+        options, component.Client(user_agent="kube-controller-manager",
+                                   group_versions=CONTROLLER_GROUP_VERSIONS,
+                                   max_connections=MAX_CONNECTIONS),
+        lambda client: ControllerManager(client, options), log)
 
 
 __all__ = ["ControllerManager", "Options", "serve"]

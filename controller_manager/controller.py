@@ -1,21 +1,60 @@
-"""The loop every queue-driven controller runs: workers take keys from a WorkQueue and
-sync them; a failed sync is retried with the key's back-off, a good one forgets it
-(client-go's processNextWorkItem)."""
+"""What every queue-driven controller shares: workers take keys from a WorkQueue and sync
+them; a failed sync is retried with the key's back-off, a good one forgets it (client-go's
+processNextWorkItem); and `QueueController`, the shell around that loop (its client,
+recorder, queue, and a `run` that waits for its informers' caches first)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import httpx
 
+from common.client import ApiClient
 from common.errors import ApiError
+from common.events import EventRecorder
+from common.informer import SharedInformer, SharedInformerFactory
 from common.workqueue import WorkQueue
 
 log = logging.getLogger("controller_manager")
 
 Sync = Callable[[str], Awaitable[None]]
+
+
+def key_of(obj: Mapping[str, Any]) -> str:
+    """`namespace/name`, the work queue's key (MetaNamespaceKeyFunc)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+BY_NAMESPACE = "namespace"  # client-go's cache.NamespaceIndex
+
+
+def _namespace_index(obj: Mapping[str, Any]) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
+def with_index(informer: SharedInformer, name: str,
+               func: Callable[[dict], Iterable[str]]) -> SharedInformer:
+    """The (shared) informer with the index `name`, added by whichever controller asks
+    first."""
+    try:
+        informer.add_indexers({name: func})
+    except ValueError:
+        pass  # another controller added it already
+    return informer
+
+
+def indexed_by_namespace(informer: SharedInformer) -> SharedInformer:
+    """The informer with a namespace index (listers' `Pods(namespace).List()`): a sync
+    reads its namespace's objects, not the cluster's."""
+    return with_index(informer, BY_NAMESPACE, _namespace_index)
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 async def process_next(queue: WorkQueue, sync: Sync, name: str) -> bool:
@@ -46,3 +85,34 @@ async def worker(queue: WorkQueue, sync: Sync, name: str) -> None:
 async def run_workers(queue: WorkQueue, sync: Sync, *, workers: int, name: str) -> None:
     """`workers` concurrent workers on `queue` until cancelled or shut down."""
     await asyncio.gather(*(worker(queue, sync, name) for _ in range(max(1, workers))))
+
+
+class QueueController:
+    """A controller whose event handlers enqueue keys that `sync` reconciles."""
+
+    name = "controller"
+
+    def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        self.client = factory.client
+        # Where the controller's writes of many objects go (a lean pool of their own in
+        # the controller-manager: controller_manager.transport); else the client.
+        self.writer = writer or factory.client
+        self.recorder = recorder
+        self.workers = workers
+        self.queue = WorkQueue(self.name)
+
+    def synced_before_start(self) -> Sequence[SharedInformer]:
+        """The informers whose caches must be full before the first sync."""
+        raise NotImplementedError
+
+    async def sync(self, key: str) -> None:
+        raise NotImplementedError
+
+    async def run(self) -> None:
+        await asyncio.gather(*(i.wait_synced() for i in self.synced_before_start()))
+        log.info("%s: caches synced", self.name)
+        try:
+            await run_workers(self.queue, self.sync, workers=self.workers, name=self.name)
+        finally:
+            self.queue.shut_down()

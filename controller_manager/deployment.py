@@ -22,15 +22,19 @@ lastUpdateTime restarts the `progressDeadlineSeconds` clock), NewReplicaSetAvail
 complete, ProgressDeadlineExceeded (status False) when no progress was made for the
 deadline (a sync is queued for that moment), DeploymentPaused / DeploymentResumed.
 
-Not done: proportional scaling of
-several ReplicaSets during a rollout (the rolling arithmetic converges instead),
-`kubectl rollout undo`'s rollback annotation path (undo is a template change to kubectl
-1.37, which works).
+A scaling event (sync.go's isScalingEvent: an active ReplicaSet's
+`deployment.kubernetes.io/desired-replicas` is not the Deployment's replicas), and any sync
+of a paused Deployment, only scales (sync.go's `scale`): a lone active ReplicaSet takes
+all the replicas; else, mid-rollout, the change is shared among the active ReplicaSets in
+proportion to their size against their `max-replicas` annotation (the largest takes the
+leftover), so that `kubectl scale` during a rollout keeps its new/old ratio.
+
+Not done: `kubectl rollout undo`'s rollback annotation path (undo is a template change to
+kubectl 1.37, which works).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
@@ -39,17 +43,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import AlreadyExists, ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
+from controller_manager.controller import QueueController, key_of
 from controller_manager.pods import (
     claim,
     controller_of,
     controller_ref,
     labels_of,
+    parse_time,
     selector_matches,
 )
 
@@ -201,6 +206,103 @@ def old_rs_scale_downs(deployment: Mapping[str, Any], all_rss: Sequence[Mapping[
                                               if rs["metadata"]["name"] == name))}
 
 
+def annotation_int(rs: Mapping[str, Any], name: str) -> int | None:
+    text = ((rs.get("metadata") or {}).get("annotations") or {}).get(name)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def is_rolling(deployment: Mapping[str, Any]) -> bool:
+    return ((deployment.get("spec") or {}).get("strategy") or {}).get("type") != "Recreate"
+
+
+def max_surge(deployment: Mapping[str, Any]) -> int:
+    return surge_and_unavailable(deployment)[0] if is_rolling(deployment) else 0
+
+
+def is_scaling_event(deployment: Mapping[str, Any],
+                     all_rss: Sequence[Mapping[str, Any]]) -> bool:
+    """isScalingEvent: an active ReplicaSet was sized for another replica count."""
+    wanted = replicas_of(deployment)
+    for rs in all_rss:
+        desired = annotation_int(rs, DESIRED_REPLICAS)
+        if replicas_of(rs) > 0 and desired is not None and desired != wanted:
+            return True
+    return False
+
+
+def creation_key(rs: Mapping[str, Any]) -> str:
+    return str((rs.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def rs_fraction(rs: Mapping[str, Any], deployment: Mapping[str, Any]) -> int:
+    """getReplicaSetFraction: how much this ReplicaSet grows (or shrinks) for the
+    Deployment's new size, from its size against its max-replicas annotation."""
+    if replicas_of(deployment) == 0:
+        return -replicas_of(rs)
+    allowed = replicas_of(deployment) + max_surge(deployment)
+    annotated = annotation_int(rs, MAX_REPLICAS)
+    if annotated is None:
+        annotated = status_of(deployment, "replicas")
+    if annotated == 0:
+        return 0
+    scaled = replicas_of(rs) * allowed / annotated
+    rounded = math.floor(abs(scaled) + 0.5) * (1 if scaled >= 0 else -1)  # Go's math.Round
+    return int(rounded) - replicas_of(rs)
+
+
+def proportion(rs: Mapping[str, Any], deployment: Mapping[str, Any], to_add: int,
+               added: int) -> int:
+    """GetProportion: the ReplicaSet's share of `to_add`, within what is left of it."""
+    if replicas_of(rs) == 0 or to_add == 0 or to_add == added:
+        return 0
+    fraction = rs_fraction(rs, deployment)
+    left = to_add - added
+    return min(fraction, left) if to_add > 0 else max(fraction, left)
+
+
+def is_saturated(deployment: Mapping[str, Any], rs: Mapping[str, Any] | None) -> bool:
+    wanted = replicas_of(deployment)
+    return (rs is not None and replicas_of(rs) == wanted
+            and annotation_int(rs, DESIRED_REPLICAS) == wanted
+            and status_of(rs, "availableReplicas") == wanted)
+
+
+def scale_plan(deployment: Mapping[str, Any], new_rs: Mapping[str, Any] | None,
+               old_rss: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """sync.go's `scale`: ReplicaSet name -> its replicas (every ReplicaSet it sizes,
+    changed or not, so that their annotations are brought up to date)."""
+    wanted = replicas_of(deployment)
+    newest_first = sorted(old_rss, key=creation_key, reverse=True)
+    active = [rs for rs in [*newest_first, *([new_rs] if new_rs else [])]
+              if replicas_of(rs) > 0]
+    name = lambda rs: str(rs["metadata"]["name"])  # noqa: E731
+    if len(active) <= 1:
+        lone = active[0] if active else (new_rs or (newest_first[0] if newest_first else None))
+        return {} if lone is None else {name(lone): wanted}
+    if is_saturated(deployment, new_rs):
+        return {name(rs): 0 for rs in old_rss if replicas_of(rs) > 0}
+    if not is_rolling(deployment):
+        return {}
+    allowed = wanted + max_surge(deployment) if wanted > 0 else 0
+    to_add = allowed - sum(replicas_of(rs) for rs in active)
+    # Bigger first; among equals the newer first when growing, the older when shrinking.
+    by_age = sorted(active, key=creation_key, reverse=to_add > 0)
+    ordered = sorted(by_age, key=replicas_of, reverse=True)
+    sizes: dict[str, int] = {}
+    added = 0
+    for rs in ordered:
+        share = proportion(rs, deployment, to_add, added)
+        sizes[name(rs)] = replicas_of(rs) + share
+        added += share
+    if to_add != 0:
+        first = name(ordered[0])
+        sizes[first] = max(0, sizes[first] + to_add - added)
+    return sizes
+
+
 def new_replica_set(deployment: Mapping[str, Any], revision: int,
                     collision_count: int = 0) -> Object:
     """The ReplicaSet for the Deployment's current template (getNewReplicaSet)."""
@@ -213,7 +315,7 @@ def new_replica_set(deployment: Mapping[str, Any], revision: int,
                                       HASH_LABEL: hash_}
     selector = copy.deepcopy(spec.get("selector") or {})
     selector["matchLabels"] = {**(selector.get("matchLabels") or {}), HASH_LABEL: hash_}
-    surge, _ = surge_and_unavailable(deployment)
+    surge = max_surge(deployment)
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
                    if k not in NOT_COPIED}
     annotations.update({REVISION: str(revision), DESIRED_REPLICAS: str(replicas_of(deployment)),
@@ -284,13 +386,6 @@ def set_condition(conditions: Sequence[Object], new: Object) -> list[Object]:
 def new_condition(kind: str, status: str, reason: str, message: str, stamp: str) -> Object:
     return {"type": kind, "status": status, "lastUpdateTime": stamp,
             "lastTransitionTime": stamp, "reason": reason, "message": message}
-
-
-def parse_time(text: Any) -> datetime | None:
-    try:
-        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def is_complete(deployment: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
@@ -458,18 +553,12 @@ def with_conditions(deployment: Object, conditions: list[Object]) -> Object:
                                      "conditions": conditions}}
 
 
-def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+class DeploymentController(QueueController):
+    name = NAME
 
-
-class DeploymentController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.deployments = factory.informer("deployments")
         self.replicasets = factory.informer("replicasets")
         self.pods = factory.informer("pods")
@@ -511,14 +600,8 @@ class DeploymentController:
         if rs is not None:
             self._rs_changed(rs)
 
-    async def run(self) -> None:
-        await asyncio.gather(self.deployments.wait_synced(), self.replicasets.wait_synced(),
-                             self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.deployments, self.replicasets, self.pods]
 
     async def sync(self, key: str) -> None:
         deployment = self.deployments.get(key)
@@ -544,7 +627,11 @@ class DeploymentController:
         paused = paused_conditions(deployment, stamp)
         if paused is not None:
             deployment = with_conditions(deployment, paused)
-        if (deployment.get("spec") or {}).get("paused"):
+        paused_now = bool((deployment.get("spec") or {}).get("paused"))
+        if paused_now or is_scaling_event(deployment, all_rss):
+            by_name = {rs["metadata"]["name"]: rs for rs in all_rss}
+            for name, replicas in scale_plan(deployment, new_rs, old_rss).items():
+                await self._scale(deployment, by_name[name], replicas)
             await self._write_status(deployment, all_rss, new_rs, rollout=False)
             return
         created = new_rs is None
@@ -626,16 +713,22 @@ class DeploymentController:
             "resourceVersion": meta.get("resourceVersion")}}, namespace=meta["namespace"])
 
     async def _scale(self, deployment: Object, rs: Object, replicas: int) -> None:
+        """Set the ReplicaSet's replicas and its desired/max-replicas annotations (an
+        unchanged size with stale annotations is written too: that ends a scaling event)."""
         before = replicas_of(rs)
-        if before == replicas:
+        surge = max_surge(deployment)
+        if before == replicas and (
+                annotation_int(rs, DESIRED_REPLICAS) == replicas_of(deployment)
+                and annotation_int(rs, MAX_REPLICAS) == replicas_of(deployment) + surge):
             return
         meta = rs["metadata"]
-        surge, _ = surge_and_unavailable(deployment)
         await self.client.patch("replicasets", meta["name"], {
             "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {
                 DESIRED_REPLICAS: str(replicas_of(deployment)),
                 MAX_REPLICAS: str(replicas_of(deployment) + surge)}},
             "spec": {"replicas": replicas}}, namespace=meta["namespace"])
+        if before == replicas:
+            return
         direction = "up" if replicas > before else "down"
         log.info("deployment %s: scaled %s replica set %s from %d to %d", key_of(deployment),
                  direction, meta["name"], before, replicas)

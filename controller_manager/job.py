@@ -6,31 +6,50 @@ One sync: count the Job's pods (active, succeeded, failed); when it is finished,
 (`Complete` with `SuccessCriteriaMet`, or `Failed` with `FailureTarget`, in kube's words)
 and delete what still runs; else create or delete pods to have
 min(parallelism, completions - succeeded) active, with expectations as the ReplicaSet
-controller. Events: `SuccessfulCreate`, `SuccessfulDelete`, `Completed`,
-`BackoffLimitExceeded`, `DeadlineExceeded`.
+controller. After failed pods, new ones wait kube's pod failure back-off (10 s doubled
+per failure since the last success, at most 6 minutes, from the last failure); a Job with
+`activeDeadlineSeconds` is synced again when its deadline comes. `completionMode:
+Indexed` gives each pod an index 0..completions-1 (annotation and label
+`batch.kubernetes.io/job-completion-index`, hostname `JOB-INDEX`, env
+`JOB_COMPLETION_INDEX` through the downward API), creates the lowest missing indexes first
+and completes when every index succeeded (`status.completedIndexes`). Events:
+`SuccessfulCreate`, `SuccessfulDelete`, `Completed`, `BackoffLimitExceeded`,
+`DeadlineExceeded`. `ttlSecondsAfterFinished` is the TTL-after-finished controller's
+(`ttlafterfinished`).
 
 Not done: the job-tracking finalizer on pods (counts come from the pods that exist, so a
-pod deleted by hand before it was counted is not counted), indexed completion,
-podFailurePolicy, successPolicy, suspend, ttlSecondsAfterFinished, the exponential
-back-off between failed pods.
+pod deleted by hand before it was counted is not counted), container restarts counted
+against backoffLimit under `restartPolicy: OnFailure`, podFailurePolicy, successPolicy,
+backoffLimitPerIndex, suspend.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from common.errors import ApiError, Conflict, NotFound
+from common.client import ApiClient
+from common.errors import Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
-from controller_manager.pods import Expectations, controller_of, controller_ref, pods_to_delete
+from controller_manager.controller import (
+    BY_NAMESPACE,
+    QueueController,
+    indexed_by_namespace,
+    key_of,
+)
+from controller_manager.podcontrol import PodControl
+from controller_manager.pods import (
+    Expectations,
+    controller_of,
+    controller_ref,
+    parse_time,
+    pods_to_delete,
+)
 
 log = logging.getLogger("controller_manager.job")
 
@@ -38,6 +57,10 @@ NAME = "job-controller"
 API_VERSION = "batch/v1"
 KIND = "Job"
 Object = dict[str, Any]
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_ENV = "JOB_COMPLETION_INDEX"
+BACKOFF_BASE = 10.0  # DefaultJobPodFailureBackOff
+BACKOFF_CAP = 360.0  # "capped at six minutes" (the Job docs)
 
 
 # -- pure decisions ---------------------------------------------------------------------------
@@ -87,13 +110,9 @@ def outcome(job: Mapping[str, Any], succeeded: int, failed: int, active: int,
     limit = (job.get("spec") or {}).get("backoffLimit")
     if failed > (6 if limit is None else int(limit)):
         return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
-    deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
-    started = (job.get("status") or {}).get("startTime")
-    if deadline is not None and started:
-        begun = datetime.fromisoformat(str(started).replace("Z", "+00:00"))
-        if (now - begun).total_seconds() >= int(deadline):
-            return ("Failed", "DeadlineExceeded",
-                    "Job was active longer than specified deadline")
+    left = deadline_left(job, now)
+    if left is not None and left <= 0:
+        return ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
     return None
 
 
@@ -112,43 +131,128 @@ def finished_conditions(kind: str, reason: str, message: str, stamp: str) -> lis
              "lastProbeTime": stamp, "lastTransitionTime": stamp} for t in (interim, kind)]
 
 
-def pod_for(job: Mapping[str, Any]) -> Object:
+def is_indexed(job: Mapping[str, Any]) -> bool:
+    return (job.get("spec") or {}).get("completionMode") == "Indexed"
+
+
+def completion_index(pod: Mapping[str, Any]) -> int | None:
+    """The pod's index (its annotation), None when absent or not a number."""
+    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(COMPLETION_INDEX)
+    if text is None or not str(text).isdigit():
+        return None
+    return int(text)
+
+
+def succeeded_indexes(pods: Sequence[Mapping[str, Any]], completions: int) -> set[int]:
+    found = set()
+    for pod in pods:
+        index = completion_index(pod)
+        if phase(pod) == "Succeeded" and index is not None and index < completions:
+            found.add(index)
+    return found
+
+
+def format_indexes(indexes: set[int]) -> str:
+    """status.completedIndexes: `1,3-5,7`, ascending, runs of three or more... as kube:
+    any run of consecutive numbers as `first-last`."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def indexes_to_create(completions: int, succeeded: set[int],
+                      active: Sequence[Mapping[str, Any]], count: int) -> list[int]:
+    """The lowest `count` indexes neither succeeded nor running."""
+    running = {completion_index(p) for p in active}
+    return [i for i in range(completions) if i not in succeeded and i not in running][:count]
+
+
+def pod_for(job: Mapping[str, Any], index: int | None = None) -> Object:
     template = copy.deepcopy((job.get("spec") or {}).get("template") or {})
     meta = job.get("metadata") or {}
-    pod_meta: Object = {"generateName": f"{meta.get('name')}-",
-                        "namespace": meta.get("namespace"),
-                        "labels": (template.get("metadata") or {}).get("labels") or {},
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    annotations = dict((template.get("metadata") or {}).get("annotations") or {})
+    spec = template.get("spec") or {}
+    name = str(meta.get("name"))
+    if index is not None:
+        annotations[COMPLETION_INDEX] = str(index)
+        labels[COMPLETION_INDEX] = str(index)
+        spec.setdefault("hostname", f"{name}-{index}")
+        for key in ("initContainers", "containers"):
+            for container in spec.get(key) or []:
+                env = container.setdefault("env", [])
+                if not any(e.get("name") == INDEX_ENV for e in env):
+                    env.append({"name": INDEX_ENV, "valueFrom": {"fieldRef": {
+                        "apiVersion": "v1", "fieldPath":
+                        f"metadata.annotations['{COMPLETION_INDEX}']"}}})
+    pod_meta: Object = {"generateName": f"{name}-" if index is None else f"{name}-{index}-",
+                        "namespace": meta.get("namespace"), "labels": labels,
                         "ownerReferences": [controller_ref(job, api_version=API_VERSION,
                                                            kind=KIND)]}
-    annotations = (template.get("metadata") or {}).get("annotations")
     if annotations:
         pod_meta["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
-            "spec": template.get("spec") or {}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec}
+
+
+def finished_at(pod: Mapping[str, Any]) -> datetime | None:
+    """When a finished pod's last container ended (else its newest condition change)."""
+    status = pod.get("status") or {}
+    stamps = [((c.get("state") or {}).get("terminated") or {}).get("finishedAt")
+              for c in status.get("containerStatuses") or []]
+    if not any(stamps):
+        stamps = [c.get("lastTransitionTime") for c in status.get("conditions") or []]
+    times = [t for t in (parse_time(s) for s in stamps if s) if t is not None]
+    return max(times) if times else None
+
+
+def failure_backoff(pods: Sequence[Mapping[str, Any]], now: datetime) -> float:
+    """Seconds new pods still wait after failures (the Job's backoffRecord): 10 s for
+    the first failure since the last success, doubled for each further one, at most 6
+    minutes, counted from the last failure."""
+    last_success = max((t for p in pods if phase(p) == "Succeeded"
+                        for t in [finished_at(p)] if t is not None), default=None)
+    failures = [finished_at(p) or now for p in pods if phase(p) == "Failed"]
+    failures = [t for t in failures if last_success is None or t > last_success]
+    if not failures:
+        return 0.0
+    delay = min(BACKOFF_BASE * 2 ** (len(failures) - 1), BACKOFF_CAP)
+    return max(0.0, delay - (now - max(failures)).total_seconds())
+
+
+def deadline_left(job: Mapping[str, Any], now: datetime) -> float | None:
+    """Seconds until activeDeadlineSeconds passes (None without one)."""
+    deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
+    started = parse_time((job.get("status") or {}).get("startTime"))
+    if deadline is None or started is None:
+        return None
+    return int(deadline) - (now - started).total_seconds()
 
 
 # -- the controller ---------------------------------------------------------------------------
 
 
-def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+class JobController(QueueController):
+    name = NAME
 
-
-class JobController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.expectations = Expectations()
+        self.pod_control = PodControl(self.writer, recorder, self.expectations,
+                                      owner_kind=KIND)
         self.jobs = factory.informer("jobs")
-        self.pods = factory.informer("pods")
+        self.pods = indexed_by_namespace(factory.informer("pods"))
         self.jobs.add_event_handler(on_add=self._job, on_update=lambda _o, new: self._job(new),
                                     on_delete=self._job, name=f"{NAME} jobs")
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted, name=f"{NAME} pods")
+
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.jobs, self.pods]
 
     def _job(self, job: Object) -> None:
         self.queue.add(key_of(job))
@@ -178,14 +282,6 @@ class JobController:
             self.expectations.deletion_observed(owner, str(pod["metadata"].get("uid")))
             self.queue.add(owner)
 
-    async def run(self) -> None:
-        await asyncio.gather(self.jobs.wait_synced(), self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
-
     async def sync(self, key: str) -> None:
         job = self.jobs.get(key)
         if job is None:
@@ -194,16 +290,22 @@ class JobController:
         if finished_condition(job) or job["metadata"].get("deletionTimestamp"):
             return
         uid = job["metadata"].get("uid")
-        pods = [p for p in self.pods.list() if (controller_of(p) or {}).get("uid") == uid]
+        pods = [p for p in self.pods.by_index(BY_NAMESPACE, str(job["metadata"]["namespace"]))
+                if (controller_of(p) or {}).get("uid") == uid]
         active, succeeded, failed = counts(pods)
+        completed: set[int] | None = None
+        if is_indexed(job):
+            completed = succeeded_indexes(pods, completions_of(job) or 0)
+            succeeded = len(completed)
         now = datetime.now(UTC)
         status = dict(job.get("status") or {})
         status.setdefault("startTime", rfc3339(now))
+        if completed is not None:
+            status["completedIndexes"] = format_indexes(completed)
         done = outcome({**job, "status": status}, succeeded, failed, len(active), now)
         if done is not None:
             kind, reason, message = done
-            for pod in active:
-                await self._delete(job, key, pod)
+            await self.pod_control.delete(job, key, active, expect=False)
             stamp = rfc3339(now)
             status.update(active=0, succeeded=succeeded, failed=failed,
                           conditions=[*(status.get("conditions") or []),
@@ -219,51 +321,32 @@ class JobController:
             else:
                 await self.recorder.event(job, "Warning", reason, message)
             return
+        left = deadline_left({**job, "status": status}, now)
+        if left is not None:
+            self.queue.add_after(key, left)
         if self.expectations.satisfied(key):
             diff = wanted_active(job, succeeded) - len(active)
-            if diff > 0:
-                self.expectations.expect(key, add=diff)
+            wait = failure_backoff(pods, now) if diff > 0 else 0.0
+            if wait > 0:
+                log.info("job %s: %d failed pod(s): next pod in %.1fs (back-off)", key,
+                         failed, wait)
+                self.queue.add_after(key, wait)
+            elif diff > 0:
                 log.info("job %s: %d active, %d succeeded: creating %d pod(s)", key,
                          len(active), succeeded, diff)
-                for _ in range(diff):
-                    await self._create(job, key)
+                new = ([pod_for(job) for _ in range(diff)] if completed is None else
+                       [pod_for(job, i) for i in indexes_to_create(
+                           completions_of(job) or 0, completed, active, diff)])
+                await self.pod_control.create(job, key, new)
             elif diff < 0:
                 victims = pods_to_delete([dict(p) for p in active], -diff)
-                self.expectations.expect(key, deletes=[str(p["metadata"].get("uid"))
-                                                       for p in victims])
-                for pod in victims:
-                    await self._delete(job, key, pod)
+                await self.pod_control.delete(job, key, victims)
         ready = sum(1 for p in active if any(c.get("type") == "Ready" and c.get("status") ==
                                              "True" for c in (p.get("status") or {}).get(
                                                  "conditions") or []))
         status.update(active=len(active), succeeded=succeeded, failed=failed, ready=ready)
         if status != (job.get("status") or {}):
             await self._write(job, status)
-
-    async def _create(self, job: Object, key: str) -> None:
-        try:
-            created = await self.client.create("pods", pod_for(job),
-                                               namespace=job["metadata"]["namespace"])
-        except ApiError as e:
-            self.expectations.creation_observed(key)
-            await self.recorder.event(job, "Warning", "FailedCreate",
-                                      f"Error creating: {e.message}")
-            raise
-        name = created["metadata"]["name"]
-        log.info("job %s: created pod %s", key, name)
-        await self.recorder.event(job, "Normal", "SuccessfulCreate", f"Created pod: {name}")
-
-    async def _delete(self, job: Object, key: str, pod: Mapping[str, Any]) -> None:
-        meta = pod.get("metadata") or {}
-        try:
-            await self.client.delete("pods", str(meta.get("name")),
-                                     namespace=str(meta.get("namespace")))
-        except (NotFound, Conflict):
-            self.expectations.deletion_observed(key, str(meta.get("uid")))
-            return
-        log.info("job %s: deleted pod %s", key, meta.get("name"))
-        await self.recorder.event(job, "Normal", "SuccessfulDelete",
-                                  f"Deleted pod: {meta.get('name')}")
 
     async def _write(self, job: Object, status: Object) -> None:
         try:

@@ -32,6 +32,7 @@ from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.timestamps import rfc3339
+from controller_manager.controller import with_index
 
 log = logging.getLogger("controller_manager.nodelifecycle")
 
@@ -266,12 +267,7 @@ BY_NODE = "spec.nodeName"
 
 def pods_by_node(factory: SharedInformerFactory) -> Any:
     """The factory's pod informer, indexed by node (shared by the node controllers)."""
-    pods = factory.informer("pods")
-    try:
-        pods.add_indexers({BY_NODE: _node_name_index})
-    except ValueError:
-        pass  # another controller added it already
-    return pods
+    return with_index(factory.informer("pods"), BY_NODE, _node_name_index)
 
 
 def node_reference(node: Mapping[str, Any]) -> Object:

@@ -127,7 +127,8 @@ def is_ready(pod: Mapping[str, Any]) -> bool:
     return cond is not None and cond.get("status") == "True"
 
 
-def _time(text: Any) -> datetime | None:
+def parse_time(text: Any) -> datetime | None:
+    """An RFC 3339 timestamp of the API (None when absent or malformed)."""
     if not isinstance(text, str) or not text:
         return None
     try:
@@ -142,7 +143,7 @@ def is_available(pod: Mapping[str, Any], min_ready_seconds: int, now: datetime) 
         return False
     if min_ready_seconds <= 0:
         return True
-    since = _time((ready_condition(pod) or {}).get("lastTransitionTime"))
+    since = parse_time((ready_condition(pod) or {}).get("lastTransitionTime"))
     return since is not None and (now - since).total_seconds() >= min_ready_seconds
 
 
@@ -176,8 +177,9 @@ def deletion_order_key(pod: Mapping[str, Any], rank: int) -> tuple[Any, ...]:
     assigned = bool((pod.get("spec") or {}).get("nodeName"))
     phase = _PHASE_ORDER.get(str((pod.get("status") or {}).get("phase")), 0)
     ready = is_ready(pod)
-    ready_since = _time((ready_condition(pod) or {}).get("lastTransitionTime")) if ready else None
-    created = _time(meta.get("creationTimestamp"))
+    ready_since = (parse_time((ready_condition(pod) or {}).get("lastTransitionTime"))
+                   if ready else None)
+    created = parse_time(meta.get("creationTimestamp"))
     # Newer first: negate the timestamps (None sorts as "newest").
     ready_key = -(ready_since.timestamp()) if ready_since else float("-inf")
     created_key = -(created.timestamp()) if created else float("-inf")

@@ -13,18 +13,24 @@ readyReplicas, availableReplicas, observedGeneration). Events as kube's:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
+from common.informer import SharedInformer, SharedInformerFactory
+from controller_manager.controller import (
+    BY_NAMESPACE,
+    QueueController,
+    indexed_by_namespace,
+    key_of,
+    uid_of,
+)
+from controller_manager.podcontrol import PodControl
 from controller_manager.pods import (
     Expectations,
     claim,
@@ -35,9 +41,9 @@ from controller_manager.pods import (
     is_ready,
     labels_of,
     pods_to_delete,
+    ready_condition,
     released_refs,
     selector_matches,
-    slow_start_batches,
 )
 
 log = logging.getLogger("controller_manager.replicaset")
@@ -107,33 +113,40 @@ def status_changed(rs: Mapping[str, Any], status: Mapping[str, Any]) -> bool:
                if k != "conditions")
 
 
+def counted_view(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a pod a ReplicaSet's sync reads to count, claim and report it: a pod update
+    that leaves this as it was (a binding, an IP, a container's restart count) changes
+    nothing the sync would decide, so it does not queue one (at 1,000 pods, each sync
+    reads them all)."""
+    meta = pod.get("metadata") or {}
+    ready = ready_condition(pod) or {}
+    return (meta.get("labels"), meta.get("ownerReferences"), meta.get("deletionTimestamp"),
+            (pod.get("status") or {}).get("phase"), ready.get("status"),
+            ready.get("lastTransitionTime"))
+
+
 # -- the controller ---------------------------------------------------------------------------
 
 
-def uid_of(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("uid") or "")
+class ReplicaSetController(QueueController):
+    name = NAME
 
-
-def key_of(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-class ReplicaSetController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 5) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+                 workers: int = 5, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.expectations = Expectations()
+        self.pod_control = PodControl(self.writer, recorder, self.expectations,
+                                      owner_kind=KIND)
         self.replicasets = factory.informer("replicasets")
-        self.pods = factory.informer("pods")
+        self.pods = indexed_by_namespace(factory.informer("pods"))
         self.replicasets.add_event_handler(
             on_add=self._rs_changed, on_update=lambda _old, new: self._rs_changed(new),
             on_delete=self._rs_deleted, name=f"{NAME} replicasets")
         self.pods.add_event_handler(on_add=self._pod_added, on_update=self._pod_updated,
                                     on_delete=self._pod_deleted, name=f"{NAME} pods")
+
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.replicasets, self.pods]
 
     # -- event handlers: quick, they only enqueue and count expectations -----------------
 
@@ -175,6 +188,8 @@ class ReplicaSetController:
             self._enqueue_matching(pod)
 
     def _pod_updated(self, old: Object, new: Object) -> None:
+        if counted_view(old) == counted_view(new):
+            return
         if (new.get("metadata") or {}).get("deletionTimestamp") and not (
                 old.get("metadata") or {}).get("deletionTimestamp"):
             # A graceful delete started: as kube, count the deletion now.
@@ -196,22 +211,13 @@ class ReplicaSetController:
 
     # -- sync -------------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        await asyncio.gather(self.replicasets.wait_synced(), self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
-
     async def sync(self, key: str) -> None:
         rs = self.replicasets.get(key)
         if rs is None:
             self.expectations.forget(key)
             return
         namespace = str(rs["metadata"]["namespace"])
-        candidates = [p for p in self.pods.list()
-                      if (p.get("metadata") or {}).get("namespace") == namespace]
+        candidates = self.pods.by_index(BY_NAMESPACE, namespace)
         selector = (rs.get("spec") or {}).get("selector")
         claimed = claim(rs, selector, candidates)
         owned = list(claimed.owned)
@@ -267,59 +273,12 @@ class ReplicaSetController:
     async def _create(self, rs: Object, key: str, count: int, have: int) -> None:
         log.info("replicaset %s: %d of %d replicas: creating %d pod(s)", key, have,
                  desired_replicas(rs), count)
-        self.expectations.expect(key, add=count)
-        left = count
-        for batch in slow_start_batches(count):
-            results = await asyncio.gather(*(self._create_one(rs) for _ in range(batch)),
-                                           return_exceptions=True)
-            failures = [r for r in results if isinstance(r, BaseException)]
-            left -= batch
-            if failures:
-                # The ones that failed (and those never tried) will not show up.
-                self.expectations.creation_observed(key, len(failures) + left)
-                error = failures[0]
-                raise error if isinstance(error, Exception) else RuntimeError(str(error))
-
-    async def _create_one(self, rs: Object) -> None:
-        pod = pod_from_template(rs)
-        namespace = str(rs["metadata"]["namespace"])
-        try:
-            created = await self.client.create("pods", pod, namespace=namespace)
-        except ApiError as e:
-            await self.recorder.event(rs, "Warning", "FailedCreate",
-                                      f"Error creating: {e.message}")
-            raise
-        name = created["metadata"]["name"]
-        log.info("replicaset %s: created pod %s", key_of(rs), name)
-        await self.recorder.event(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}")
+        await self.pod_control.create(rs, key, [pod_from_template(rs) for _ in range(count)])
 
     async def _delete(self, rs: Object, key: str, victims: list[Object], have: int) -> None:
         log.info("replicaset %s: %d of %d replicas: deleting %d pod(s)", key, have,
                  desired_replicas(rs), len(victims))
-        self.expectations.expect(key, deletes=[uid_of(p) for p in victims])
-        results = await asyncio.gather(*(self._delete_one(rs, key, p) for p in victims),
-                                       return_exceptions=True)
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            error = failures[0]
-            raise error if isinstance(error, Exception) else RuntimeError(str(error))
-
-    async def _delete_one(self, rs: Object, key: str, pod: Object) -> None:
-        meta = pod["metadata"]
-        try:
-            await self.client.delete("pods", meta["name"], namespace=meta["namespace"],
-                                     preconditions={"uid": str(meta.get("uid") or "")})
-        except (NotFound, Conflict):
-            self.expectations.deletion_observed(key, uid_of(pod))  # gone: no event comes
-            return
-        except ApiError as e:
-            self.expectations.deletion_observed(key, uid_of(pod))
-            await self.recorder.event(rs, "Warning", "FailedDelete",
-                                      f"Error deleting: {e.message}")
-            raise
-        log.info("replicaset %s: deleted pod %s", key, meta["name"])
-        await self.recorder.event(rs, "Normal", "SuccessfulDelete",
-                                  f"Deleted pod: {meta['name']}")
+        await self.pod_control.delete(rs, key, victims)
 
     async def _update_status(self, rs: Object, key: str, active: list[Object]) -> None:
         status = replica_set_status(rs, active, datetime.now(UTC))

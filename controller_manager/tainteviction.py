@@ -17,18 +17,17 @@ them over, as kube's timed workers do.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformer, SharedInformerFactory
 from common.timestamps import rfc3339
-from common.workqueue import WorkQueue
-from controller_manager.controller import run_workers
+from controller_manager.controller import QueueController, key_of
 from controller_manager.nodelifecycle import BY_NODE, pods_by_node
 
 log = logging.getLogger("controller_manager.tainteviction")
@@ -94,18 +93,12 @@ def disruption_conditions(pod: Mapping[str, Any], stamp: str) -> list[Object]:
 # -- the controller ---------------------------------------------------------------------------
 
 
-def pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace')}/{meta.get('name')}"
+class TaintEvictionController(QueueController):
+    name = NAME
 
-
-class TaintEvictionController:
     def __init__(self, factory: SharedInformerFactory, recorder: EventRecorder, *,
-                 workers: int = 8) -> None:
-        self.client = factory.client
-        self.recorder = recorder
-        self.workers = workers
-        self.queue = WorkQueue(NAME)
+                 workers: int = 8, writer: ApiClient | None = None) -> None:
+        super().__init__(factory, recorder, workers=workers, writer=writer)
         self.nodes = factory.informer("nodes")
         self.pods = pods_by_node(factory)
         # pod key -> (uid, monotonic time its eviction wait started)
@@ -123,19 +116,14 @@ class TaintEvictionController:
         if old is not None and no_execute_taints(old) == no_execute_taints(node):
             return
         for pod in self.pods.by_index(BY_NODE, str(node["metadata"]["name"])):
-            self.queue.add(pod_key(pod))
+            self.queue.add(key_of(pod))
 
     def _pod_changed(self, pod: Object) -> None:
-        if (pod.get("spec") or {}).get("nodeName") or pod_key(pod) in self.waiting:
-            self.queue.add(pod_key(pod))
+        if (pod.get("spec") or {}).get("nodeName") or key_of(pod) in self.waiting:
+            self.queue.add(key_of(pod))
 
-    async def run(self) -> None:
-        await asyncio.gather(self.nodes.wait_synced(), self.pods.wait_synced())
-        log.info("%s: caches synced", NAME)
-        try:
-            await run_workers(self.queue, self.sync, workers=self.workers, name=NAME)
-        finally:
-            self.queue.shut_down()
+    def synced_before_start(self) -> list[SharedInformer]:
+        return [self.nodes, self.pods]
 
     async def sync(self, key: str) -> None:
         pod = self.pods.get(key)

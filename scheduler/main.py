@@ -18,13 +18,9 @@ loses the lease exits with status 1, for its supervisor to restart it as a candi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import random
-import signal
-import socket
 import time
 from collections import Counter
 from collections.abc import Coroutine
@@ -33,11 +29,11 @@ from typing import Any
 
 import httpx
 
+from common import component
 from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
-from common.kubeconfig import connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timeline import scheduling_instants
 from common.timestamps import rfc3339
@@ -79,7 +75,7 @@ from scheduler.queue import (
     SchedulingQueue,
     node_change_could_help,
 )
-from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT, Endpoints, listen, serving
+from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 
 log = logging.getLogger("scheduler")
 
@@ -476,91 +472,44 @@ class Scheduler:
             await asyncio.wait(set(self.background), timeout=seconds)
 
 
-def readiness(scheduler: Scheduler, stopping: asyncio.Event) -> dict[str, str | None]:
-    """kube-scheduler's /readyz checks: informers synced, not shutting down."""
-    unsynced = scheduler.unsynced_informers()
-    return {"ping": None,
-            "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
-            "shutdown": "shutting down" if stopping.is_set() else None}
+class SchedulerProcess:
+    """The scheduler as `common.component.serve` runs it."""
 
+    def __init__(self, client: ApiClient, options: Options) -> None:
+        self.scheduler = Scheduler(client, options=options)
+        self.options = options
 
-def liveness(running: asyncio.Task[None]) -> dict[str, str | None]:
-    return {"ping": None, "scheduling-loop": "stopped" if running.done() else None}
+    def describe(self) -> str:
+        return (f"{self.options.scheduler_name} with filters "
+                f"{json.dumps([p.name for p in self.scheduler.filters])} and scores "
+                f"{json.dumps([p.name for p in self.scheduler.scorers])}")
 
+    def run(self, *, leading: asyncio.Event | None = None) -> Coroutine[Any, Any, None]:
+        return self.scheduler.run(leading=leading)
 
-def open_endpoint(options: Options) -> socket.socket | None:
-    """Bind the endpoint's port first, so that a port in use stops us before anything."""
-    if options.port == 0:
-        return None
-    try:
-        return listen(options.bind_address, options.port)
-    except OSError as e:
-        log.error("cannot serve /healthz and /metrics on %s:%d (%s): choose another --port, "
-                  "or --port 0 for none", options.bind_address, options.port,
-                  os.strerror(e.errno) if e.errno else e)
-        raise SystemExit(1) from e
+    def liveness(self, running: asyncio.Task[None]) -> dict[str, str | None]:
+        return {"ping": None, "scheduling-loop": "stopped" if running.done() else None}
+
+    def readiness(self, stopping: asyncio.Event) -> dict[str, str | None]:
+        """kube-scheduler's /readyz checks: informers synced, not shutting down."""
+        unsynced = self.scheduler.unsynced_informers()
+        return {"ping": None,
+                "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
+                "shutdown": "shutting down" if stopping.is_set() else None}
+
+    def metrics(self, elector: LeaderElector | None) -> str:
+        return metrics.render_metrics(self.scheduler.metrics_snapshot(elector))
+
+    def stopping(self) -> str:
+        return (f"shutting down: {len(self.scheduler.queue)} pod(s) still queued, "
+                f"{len(self.scheduler.background)} bind/report task(s) in flight")
+
+    async def drain(self) -> None:
+        await self.scheduler.drain(seconds=5)
 
 
 async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT, then finish what is in flight and stop."""
-    sock = open_endpoint(options)
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
-    async with ApiClient(conn,
-                         user_agent=f"kube-scheduler/{options.scheduler_name}") as client:
-        scheduler = Scheduler(client, options=options)
-        elector = (LeaderElector(client, options.leader_election) if options.leader_elect
-                   else None)
-        log.info("starting %s against %s with filters %s and scores %s; %s",
-                 options.scheduler_name, conn.server,
-                 json.dumps([p.name for p in scheduler.filters]),
-                 json.dumps([p.name for p in scheduler.scorers]),
-                 f"leader election on lease {options.leader_election.lease_key} as "
-                 f"{options.leader_election.identity}" if elector else "no leader election")
-        running = asyncio.create_task(
-            scheduler.run(leading=elector.leading if elector else None), name="scheduler")
-        endpoints = Endpoints(
-            live=lambda: liveness(running), ready=lambda: readiness(scheduler, stop),
-            metrics=lambda: metrics.render_metrics(scheduler.metrics_snapshot(elector)))
-        async with serving(sock, endpoints):
-            lost = await run_until_stopped(scheduler, running, stop, elector)
-    if lost:
-        log.error("leader election lost: exiting, to be restarted as a candidate")
-        raise SystemExit(1)
-    log.info("stopped")
-
-
-async def run_until_stopped(scheduler: Scheduler, running: asyncio.Task[None],
-                            stop: asyncio.Event, elector: LeaderElector | None = None
-                            ) -> bool:
-    """Run until a stop signal (then drain and release the lease) or until leadership is
-    lost (then stop at once, as kube-scheduler does); True when it was lost."""
-    stopping = asyncio.create_task(stop.wait(), name="stop signal")
-    electing = (asyncio.create_task(elector.run(), name="leader election") if elector
-                else None)
-    waits = {running, stopping} | ({electing} if electing else set())
-    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    if stopping not in done:
-        stopping.cancel()
-        for task in waits - done - {stopping}:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        for task in done:
-            task.result()  # a crash: let it propagate
-        return electing in done  # the election ended: leadership lost
-    log.info("shutting down: %d pod(s) still queued, %d bind/report task(s) in flight",
-             len(scheduler.queue), len(scheduler.background))
-    running.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-    await scheduler.drain(seconds=5)
-    if elector is not None and electing is not None:
-        electing.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await electing
-        await elector.release()
-    return False
+    await component.serve(
+        options, component.Client(user_agent=f"kube-scheduler/{options.scheduler_name}"),
+        lambda client: SchedulerProcess(client, options), log)

@@ -1,6 +1,6 @@
 """What the scheduler's HTTP endpoint says: health reports and the /metrics page.
 
-Pure functions of plain values; `scheduler.server` serves them. The names follow
+Pure functions of plain values; `common.endpoint` serves them. The names follow
 kube-scheduler's where the meaning is the same (`scheduler_pending_pods`,
 `scheduler_schedule_attempts_total`, `scheduler_cache_size`); the one without a kube
 counterpart is prefixed `kubelite_`.
@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from common.endpoint import CONTENT_TYPE, health_report, metric_family
+
+__all__ = ["CONTENT_TYPE", "MetricsSnapshot", "health_report", "render_metrics"]
 
 # The outcome of one scheduling attempt (kube's `result` label): bound, no node fits,
 # or anything else that went wrong (a plugin error, a failed bind, a lost race to bind).
@@ -24,9 +28,6 @@ ATTEMPT_RESULTS = (SCHEDULED, UNSCHEDULABLE, ERROR)
 PENDING_QUEUES = ("active", "backoff", "unschedulable")
 CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-
-
 @dataclass(frozen=True)
 class MetricsSnapshot:
     profile: str  # the scheduler name, kube's `profile` label
@@ -36,20 +37,6 @@ class MetricsSnapshot:
     cache: Mapping[str, int]  # type -> objects
     # (lease name, whether this instance leads); None without leader election
     leader: tuple[str, bool] | None = None
-
-
-def label_value(value: str) -> str:
-    """A Prometheus label value, escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def metric_family(name: str, kind: str, help_text: str,
-                  samples: list[tuple[dict[str, str], int]]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        rendered = ",".join(f'{key}="{label_value(v)}"' for key, v in labels.items())
-        lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
-    return lines
 
 
 def render_metrics(snapshot: MetricsSnapshot) -> str:
@@ -79,20 +66,3 @@ def render_metrics(snapshot: MetricsSnapshot) -> str:
             "1 while this instance holds the leader election lease, else 0.",
             [({"name": name}, int(leading))])
     return "\n".join(lines) + "\n"
-
-
-def health_report(endpoint: str, checks: Mapping[str, str | None], *,
-                  verbose: bool) -> tuple[int, str]:
-    """HTTP status and body of /healthz, /livez or /readyz, worded as kube's.
-
-    `checks` maps each check's name to None when it passes, else to why it fails.
-    A failure answers 503 and names every check; success answers `ok`, or the list of
-    checks when `?verbose` was asked for.
-    """
-    failed = any(reason is not None for reason in checks.values())
-    if not failed and not verbose:
-        return 200, "ok"
-    lines = [f"[+]{name} ok" if reason is None else f"[-]{name} failed: {reason}"
-             for name, reason in checks.items()]
-    lines.append(f"{endpoint} check {'failed' if failed else 'passed'}")
-    return (503 if failed else 200), "\n".join(lines) + "\n"

@@ -8,17 +8,21 @@ from typing import Any
 import pytest
 
 from controller_manager.deployment import (
+    DESIRED_REPLICAS,
     HASH_LABEL,
+    MAX_REPLICAS,
     REVISION,
     deployment_status,
     equal_ignore_hash,
     history_to_delete,
+    is_scaling_event,
     new_replica_set,
     new_rs_condition,
     new_rs_replicas,
     old_rs_scale_downs,
     paused_conditions,
     pod_template_hash,
+    scale_plan,
     stuck_requeue_after,
     surge_and_unavailable,
 )
@@ -219,3 +223,59 @@ def test_stuck_requeue_after_is_the_time_left_until_the_deadline() -> None:
     assert stuck_requeue_after(d, status, NOW) == 301.0
     done = {**status, "conditions": [progressing("NewReplicaSetAvailable")]}
     assert stuck_requeue_after(d, done, NOW) is None
+
+
+# -- proportional scaling (sync.go's scale) --------------------------------------------------
+
+
+def sized(name: str, replicas: int, *, desired: int, max_replicas: int,
+          created: str, available: int = 0) -> dict[str, Any]:
+    made = rs(name, replicas, available, created=created)
+    made["metadata"]["annotations"].update({DESIRED_REPLICAS: str(desired),
+                                            MAX_REPLICAS: str(max_replicas)})
+    return made
+
+
+OLD = "2026-01-01T00:00:00Z"
+NEW = "2026-01-01T00:05:00Z"
+
+
+def test_scaling_mid_rollout_shares_the_change_in_proportion() -> None:
+    """10 replicas (maxSurge 3) mid-rollout, old 8 + new 5 = 13; scaled to 20: 23 allowed,
+    10 more shared as 8*23/13 -> 14 and 5*23/13 -> 9; then back to 10: 13 allowed, as
+    14*13/23 -> 8 and 9*13/23 -> 5."""
+    old = sized("web-old", 8, desired=10, max_replicas=13, created=OLD)
+    new = sized("web-new", 5, desired=10, max_replicas=13, created=NEW)
+    up = deployment(20, surge=3, unavailable=2)
+    assert is_scaling_event(up, [old, new])
+    assert scale_plan(up, new, [old]) == {"web-old": 14, "web-new": 9}
+    old = sized("web-old", 14, desired=20, max_replicas=23, created=OLD)
+    new = sized("web-new", 9, desired=20, max_replicas=23, created=NEW)
+    down = deployment(10, surge=3, unavailable=2)
+    assert scale_plan(down, new, [old]) == {"web-old": 8, "web-new": 5}
+
+
+def test_the_leftover_goes_to_the_largest_replica_set() -> None:
+    """3 ReplicaSets of 2 (max-replicas 7, replicas 6 + surge 1) scaled to 7 (+1 surge):
+    each fraction rounds 2*8/7 = 2.29 to 2, adding 0: the 2 left over go to the first of
+    the largest, the newest when growing."""
+    sets = [sized(f"web-{i}", 2, desired=6, max_replicas=7, created=f"2026-01-01T00:0{i}:00Z")
+            for i in range(3)]
+    grown = deployment(7, surge=1, unavailable=0)
+    assert scale_plan(grown, sets[2], sets[:2]) == {"web-2": 4, "web-1": 2, "web-0": 2}
+
+
+def test_a_lone_active_replica_set_takes_all_and_a_saturated_new_one_ends_the_old() -> None:
+    empty_old = sized("web-old", 0, desired=3, max_replicas=4, created=OLD)
+    lone = sized("web-new", 3, desired=3, max_replicas=4, created=NEW, available=3)
+    scaled = deployment(6)
+    assert is_scaling_event(scaled, [empty_old, lone])
+    assert not is_scaling_event(deployment(3), [empty_old, lone])
+    assert scale_plan(scaled, lone, [empty_old]) == {"web-new": 6}
+    # Nothing active: the new one (or else the newest old one) gets the replicas.
+    assert scale_plan(scaled, None, [empty_old]) == {"web-old": 6}
+    old = sized("web-old", 2, desired=3, max_replicas=4, created=OLD)
+    assert scale_plan(deployment(3), lone, [old]) == {"web-old": 0}
+    # To zero: every active ReplicaSet goes to 0.
+    new = sized("web-new", 2, desired=3, max_replicas=4, created=NEW)
+    assert scale_plan(deployment(0), new, [old]) == {"web-old": 0, "web-new": 0}

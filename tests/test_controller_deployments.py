@@ -114,6 +114,70 @@ async def test_kubectl_create_job_and_wait_for_complete(cluster: Cluster) -> Non
     assert table[:3] == [name, "Complete", "1/1"], table
 
 
+def job_manifest(name: str, command: str, **spec: object) -> str:
+    return json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                       "spec": {**spec, "template": {"spec": {
+                           "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                           "containers": [{"name": "main", "image": "kubelite/busybox:1.35",
+                                           "command": ["sh", "-c", command]}]}}}})
+
+
+async def test_an_indexed_job_runs_each_index_once_then_its_ttl_deletes_it(
+        cluster: Cluster) -> None:
+    """completionMode Indexed: each pod reads its index from JOB_COMPLETION_INDEX (the
+    downward API env the controller adds); once complete, ttlSecondsAfterFinished deletes
+    the Job and, cascading, its pods."""
+    kubectl = cluster.kubectl
+    name = unique("indexed")
+    kubectl.run("apply", "-f", "-", stdin=job_manifest(
+        name, "echo index=$JOB_COMPLETION_INDEX host=$(hostname)", completions=3,
+        parallelism=3, completionMode="Indexed", ttlSecondsAfterFinished=3))
+    kubectl("wait", "--for=condition=complete", f"job/{name}", "--timeout=120s")
+    status = kubectl("get", "job", name, "-o", "jsonpath={.status.succeeded} "
+                     "{.status.completedIndexes}")
+    assert status.split() == ["3", "0-2"], status
+    logs = kubectl("logs", "-l", f"batch.kubernetes.io/job-name={name}", "--prefix=false")
+    assert sorted(line for line in logs.splitlines() if line) == [
+        f"index={i} host={name}-{i}" for i in range(3)], logs
+
+    async def gone() -> bool:
+        return (kubectl.run("get", "job", name, check=False).returncode != 0
+                and kubectl("get", "pods", "-l", f"batch.kubernetes.io/job-name={name}",
+                            "-o", "name").strip() == "")
+    await eventually(gone, timeout=60, what="the TTL-after-finished controller's delete")
+
+
+async def test_a_failing_job_stops_at_its_backoff_limit(cluster: Cluster) -> None:
+    kubectl = cluster.kubectl
+    name = unique("failing")
+    kubectl.run("apply", "-f", "-", stdin=job_manifest(name, "exit 3", backoffLimit=1))
+    kubectl("wait", "--for=condition=failed", f"job/{name}", "--timeout=120s")
+    failed = json.loads(kubectl("get", "job", name, "-o", "json"))["status"]
+    assert failed["failed"] == 2 and failed.get("active", 0) == 0, failed
+    condition = next(c for c in failed["conditions"] if c["type"] == "Failed")
+    assert (condition["reason"], condition["message"]) == (
+        "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
+    assert "BackoffLimitExceeded" in events
+
+
+async def test_a_job_past_its_active_deadline_fails_and_its_pods_go(cluster: Cluster) -> None:
+    kubectl = cluster.kubectl
+    name = unique("deadline")
+    kubectl.run("apply", "-f", "-", stdin=job_manifest(name, "sleep 300",
+                                                        activeDeadlineSeconds=3))
+    kubectl("wait", "--for=condition=failed", f"job/{name}", "--timeout=120s")
+    status = json.loads(kubectl("get", "job", name, "-o", "json"))["status"]
+    condition = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (condition["reason"], condition["message"]) == (
+        "DeadlineExceeded", "Job was active longer than specified deadline")
+
+    async def no_pods() -> bool:
+        return kubectl("get", "pods", "-l", f"batch.kubernetes.io/job-name={name}",
+                       "-o", "name").strip() == ""
+    await eventually(no_pods, timeout=60, what="the job's running pod to be deleted")
+
+
 async def test_rollout_status_reports_the_exceeded_progress_deadline(cluster: Cluster) -> None:
     """Pods no node can take never become available: after progressDeadlineSeconds the
     controller sets Progressing=False ProgressDeadlineExceeded and `kubectl rollout

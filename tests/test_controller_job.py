@@ -7,7 +7,18 @@ from typing import Any
 
 import pytest
 
-from controller_manager.job import counts, outcome, pod_for, wanted_active
+from controller_manager.job import (
+    counts,
+    deadline_left,
+    failure_backoff,
+    format_indexes,
+    indexes_to_create,
+    outcome,
+    pod_for,
+    succeeded_indexes,
+    wanted_active,
+)
+from controller_manager.ttlafterfinished import expires_at
 
 NOW = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
 
@@ -70,3 +81,83 @@ def test_pods_are_controlled_by_the_job() -> None:
         "apiVersion": "batch/v1", "kind": "Job", "name": "pi", "uid": "j-uid",
         "controller": True, "blockOwnerDeletion": True}
     assert made["spec"]["restartPolicy"] == "Never"
+
+
+# -- completionMode: Indexed ---------------------------------------------------------------------
+
+
+def indexed_pod(index: int, phase: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"pi-{index}",
+                         "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
+            "status": {"phase": phase}}
+
+
+def test_an_indexed_pod_carries_its_index_as_kube_s_job_controller_sets_it() -> None:
+    made = pod_for(job(completionMode="Indexed", completions=3), 2)
+    meta, spec = made["metadata"], made["spec"]
+    assert meta["generateName"] == "pi-2-"
+    assert meta["annotations"]["batch.kubernetes.io/job-completion-index"] == "2"
+    assert meta["labels"]["batch.kubernetes.io/job-completion-index"] == "2"
+    assert meta["labels"]["batch.kubernetes.io/job-name"] == "pi"
+    assert spec["hostname"] == "pi-2"
+    assert spec["containers"][0]["env"] == [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {
+        "fieldRef": {"apiVersion": "v1",
+                     "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
+    # The Job's own template is left as it was.
+    assert "env" not in job()["spec"]["template"]["spec"]["containers"][0]
+
+
+def test_indexes_succeeded_to_create_and_as_kube_writes_them() -> None:
+    pods = [indexed_pod(0, "Succeeded"), indexed_pod(0, "Succeeded"), indexed_pod(1, "Failed"),
+            indexed_pod(2, "Running"), indexed_pod(9, "Succeeded"),
+            {"metadata": {"annotations": {
+                "batch.kubernetes.io/job-completion-index": "x"}}, "status": {"phase": "Succeeded"}}]
+    done = succeeded_indexes(pods, 5)
+    assert done == {0}  # 9 is past completions; "x" is no index
+    assert indexes_to_create(5, done, [indexed_pod(2, "Running")], 2) == [1, 3]
+    assert indexes_to_create(5, done, [indexed_pod(2, "Running")], 9) == [1, 3, 4]
+    assert format_indexes({0, 1, 2, 4, 6, 7}) == "0-2,4,6-7"
+    assert format_indexes(set()) == ""
+
+
+# -- pod failure back-off and the deadline --------------------------------------------------------
+
+
+def finished(phase: str, at: str) -> dict[str, Any]:
+    return {"metadata": {"name": phase}, "status": {"phase": phase, "containerStatuses": [
+        {"state": {"terminated": {"finishedAt": at}}}]}}
+
+
+@pytest.mark.parametrize(("pods", "want"), [
+    ([], 0.0),
+    ([finished("Failed", "2026-01-01T00:09:55Z")], 5.0),  # 10 s from the failure
+    ([finished("Failed", "2026-01-01T00:09:00Z")], 0.0),
+    ([finished("Failed", "2026-01-01T00:09:50Z"), finished("Failed", "2026-01-01T00:09:59Z")],
+     19.0),  # 20 s after a second failure
+    ([finished("Failed", "2026-01-01T00:09:59Z")] * 10, 359.0),  # at most 6 minutes
+    # Failures before the last success do not count.
+    ([finished("Failed", "2026-01-01T00:09:58Z"), finished("Succeeded", "2026-01-01T00:09:59Z")],
+     0.0),
+])
+def test_failure_backoff(pods: list[dict[str, Any]], want: float) -> None:
+    assert failure_backoff(pods, NOW) == pytest.approx(want)
+
+
+def test_deadline_left() -> None:
+    assert deadline_left(job(activeDeadlineSeconds=900), NOW) == 300
+    assert deadline_left(job(), NOW) is None
+
+
+# -- ttlSecondsAfterFinished ---------------------------------------------------------------------
+
+
+def test_a_finished_job_expires_its_ttl_after_it_finished() -> None:
+    done = job(ttlSecondsAfterFinished=30)
+    assert expires_at(done) is None  # not finished
+    done["status"]["conditions"] = [
+        {"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": "2026-01-01T00:05:00Z"},
+        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:05:00Z"}]
+    assert expires_at(done) == datetime(2026, 1, 1, 0, 5, 30, tzinfo=UTC)
+    assert expires_at({**done, "spec": {}}) is None  # no TTL: kept
+    deleting = {**done, "metadata": {**done["metadata"], "deletionTimestamp": "t"}}
+    assert expires_at(deleting) is None

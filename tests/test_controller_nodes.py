@@ -22,7 +22,7 @@ from tests.docker_support import (
     node_containers,
     remove_node_containers,
 )
-from tests.support import ApiServer, Etcd, eventually, unique
+from tests.support import ApiServer, Etcd, SchedulerProcess, eventually, unique
 
 FAST = ("--node-monitor-grace-period", "3s", "--node-monitor-period", "500ms")
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -219,6 +219,11 @@ async def test_endpoint_health_readiness_and_leader_metric(
         metrics = (await client.get("/metrics")).text
     assert 'leader_election_master_status{name="kube-controller-manager"} 1' in metrics
     assert 'workqueue_adds_total{name="taint-eviction-controller"}' in metrics
+    # The endpoint's lines are the controller-manager's own (the shell is shared with the
+    # scheduler, its logger is not).
+    log = controller_manager.process.log()
+    assert " controller_manager INFO serving /healthz" in log
+    assert " scheduler " not in log
 
 
 async def test_a_kubelet_killed_for_good_has_its_pod_evicted_and_back_it_cleans_up(
@@ -257,3 +262,81 @@ async def test_a_kubelet_killed_for_good_has_its_pod_evicted_and_back_it_cleans_
     finally:
         kubelet.stop()
         remove_node_containers(node)
+
+
+TOLERATION_SECONDS = 5
+
+
+async def test_the_node_failure_story_replicaset_pods_come_back_on_a_healthy_node(
+        api: httpx.AsyncClient, own_apiserver: ApiServer,
+        controller_manager: ControllerManagerProcess, tmp_path: Path) -> None:
+    """Two real kubelets, a ReplicaSet of 2 whose template tolerates an unreachable node
+    for 5 s (as a kube user shortens the 300 s DefaultTolerationSeconds): one kubelet is
+    killed with -9 for good; its pods are evicted and the ReplicaSet's pods run again,
+    all on the healthy node, within the toleration + 30 s of the kill."""
+    ensure_docker()
+    doomed, healthy = unique("doomed"), unique("healthy")
+    app = unique("story")
+    kubelets = {name: KubeletProcess(own_apiserver, tmp_path, node_name=name).start()
+                for name in (doomed, healthy)}
+    scheduler = SchedulerProcess(own_apiserver, tmp_path, port=0, leader_elect=False).start()
+    pods_path = "/api/v1/namespaces/default/pods"
+    try:
+        template = {"metadata": {"labels": {"app": app}}, "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "tolerations": [{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute",
+                             "tolerationSeconds": TOLERATION_SECONDS}],
+            # Only these two nodes (others in this apiserver are other tests' API-only ones).
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{
+                    "key": "kubernetes.io/hostname", "operator": "In",
+                    "values": [doomed, healthy]}]}]}}},
+            "containers": [{"name": "c", "image": "kubelite/busybox:1.35",
+                            "command": ["sleep", "3600"]}]}}
+        created = await api.post("/apis/apps/v1/namespaces/default/replicasets", json={
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": app},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": app}},
+                     "template": template}})
+        assert created.status_code == 201, created.text
+
+        async def pods() -> list[dict[str, Any]]:
+            listed = await get(api, f"{pods_path}?labelSelector=app={app}")
+            return list(listed["items"])
+
+        async def running_on(nodes: set[str]) -> list[dict[str, Any]] | None:
+            live = [p for p in await pods() if not p["metadata"].get("deletionTimestamp")]
+            ok = len(live) == 2 and all(p["status"].get("phase") == "Running"
+                                        and p["spec"].get("nodeName") in nodes for p in live)
+            return live if ok else None
+        first = await eventually(lambda: running_on({doomed, healthy}), timeout=120,
+                                 what="2 pods Running on the two nodes")
+        assert first is not None
+        victim = next(n for n in (doomed, healthy)
+                       if any(p["spec"]["nodeName"] == n for p in first))
+        survivor = healthy if victim == doomed else doomed
+        lost = {p["metadata"]["name"] for p in first if p["spec"]["nodeName"] == victim}
+
+        kubelets[victim].kill()
+        # The requirement itself is the timeout: back within the toleration + 30 s.
+        back = await eventually(lambda: running_on({survivor}), timeout=TOLERATION_SECONDS + 30,
+                                what="the ReplicaSet's 2 pods Running on the healthy node")
+        assert back is not None
+        assert not lost & {p["metadata"]["name"] for p in back}
+        for name in lost:  # evicted by the taint manager, in kube's words
+            found = await get(api, f"{pods_path}/{name}")
+            assert found["metadata"].get("deletionTimestamp"), found
+            assert conditions_of(found)["DisruptionTarget"]["reason"] == "DeletionByTaintManager"
+            reasons = {e["reason"] for e in await events_for(api, name)}
+            assert "TaintManagerEviction" in reasons, reasons
+        assert not await untainted(api, victim)
+    finally:
+        scheduler.stop()
+        for kubelet in kubelets.values():
+            kubelet.stop()
+        await api.delete(f"/apis/apps/v1/namespaces/default/replicasets/{app}")
+        # The dead node's pods never finish terminating: remove them as an admin would.
+        for pod in (await get(api, f"{pods_path}?labelSelector=app={app}"))["items"]:
+            await api.delete(f"{pods_path}/{pod['metadata']['name']}",
+                             params={"gracePeriodSeconds": "0"})
+        for name in (doomed, healthy):
+            remove_node_containers(name)

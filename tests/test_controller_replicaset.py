@@ -18,6 +18,7 @@ from controller_manager.pods import (
 )
 from controller_manager.replicaset import (
     BURST_REPLICAS,
+    counted_view,
     pod_from_template,
     replica_diff,
     replica_set_status,
@@ -171,3 +172,21 @@ def test_expectations_hold_until_observed_or_expired() -> None:
     assert not expectations.satisfied("rs")
     now[0] = 301.0
     assert expectations.satisfied("rs"), "expectations expire after 5 minutes"
+
+
+def test_only_updates_the_sync_reads_queue_one() -> None:
+    pod: dict[str, Any] = {
+        "metadata": {"name": "web-1", "labels": {"app": "web"},
+                     "ownerReferences": [{"uid": "rs-uid", "controller": True}]},
+        "spec": {}, "status": {"phase": "Pending"}}
+    bound = {**pod, "spec": {"nodeName": "node-1"},
+             "status": {"phase": "Pending", "podIP": "10.0.0.5"}}
+    assert counted_view(bound) == counted_view(pod)  # a binding, an IP: nothing to count
+    running = {**bound, "status": {"phase": "Running"}}
+    ready = {**running, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    relabelled = {**pod, "metadata": {**pod["metadata"], "labels": {"app": "other"}}}
+    deleting = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "t"}}
+    released = {**pod, "metadata": {**pod["metadata"], "ownerReferences": []}}
+    views = [counted_view(p) for p in (pod, running, ready, relabelled, deleting, released)]
+    assert len(set(map(repr, views))) == len(views)

@@ -171,6 +171,10 @@ def controller_roles() -> list[Object]:
             rule(["list", "watch", "create", "delete", "patch"], [""], ["pods"]),
             EVENTS_RULE,
         ],
+        "ttl-after-finished-controller": [
+            rule(["delete", "get", "list", "watch"], ["batch"], ["jobs"]),
+            EVENTS_RULE,
+        ],
         "generic-garbage-collector": [
             rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
             EVENTS_RULE,
