@@ -1,6 +1,9 @@
 """The image manager (after kubelet's `pkg/kubelet/images/image_manager.go`): before a
 container is created, make sure its image is there — honour the pull policy, pull, and
-back off pulls that failed — with kube's events and waiting reasons."""
+back off pulls that failed — with kube's events and waiting reasons. A pod's
+`imagePullSecrets` give the pull its registry credentials (kubelet.credentials): each match
+is tried in turn, as kube's puller does, and a Secret the kubelet cannot read is kube's
+FailedToRetrieveImagePullSecret warning, not an error (the pull may not need it)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ from typing import Any
 
 from kubelet import status as podstatus
 from kubelet.actions import Backoff
+from kubelet.credentials import Credential, credentials_for
+from kubelet.env import SECRET
 from kubelet.events import EventSink
+from kubelet.objects import ObjectError, ObjectManager
 from kubelet.runtime import InvalidImageName, PodRef, Runtime, RuntimeFailure, parse_image
 from kubelet.status import Waiting
 
@@ -49,11 +55,51 @@ class ImageManager:
     """EnsureImageExists for the pods of one kubelet; the pull back-off is per pod+image."""
 
     def __init__(self, runtime: Runtime, events: EventSink, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 objects: ObjectManager | None = None) -> None:
         self.runtime = runtime
         self.events = events
         self.clock = clock
+        self.objects = objects
         self.backoff = Backoff()
+
+    async def pull_secrets(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+        """The pod's imagePullSecrets the kubelet could read; a warning names the others."""
+        metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        namespace = str(metadata.get("namespace") or "")
+        names = [str(ref.get("name") or "") for ref in spec.get("imagePullSecrets") or []
+                 if isinstance(ref, Mapping) and ref.get("name")]
+        found: list[Mapping[str, Any]] = []
+        missing: list[str] = []
+        for name in names:
+            secret = None
+            if self.objects is not None:
+                try:
+                    secret = await self.objects.get(SECRET, namespace, name)
+                except ObjectError:
+                    secret = None
+            (found.append(secret) if secret is not None else missing.append(name))
+        if missing:
+            self.events.emit(pod, "Warning", "FailedToRetrieveImagePullSecret",
+                             f"Unable to retrieve some image pull secrets ({', '.join(missing)}); "
+                             "attempting to pull the image may not succeed.")
+        return found
+
+    async def _pull(self, pod: Mapping[str, Any], image: str) -> None:
+        """Pull with each matching credential in turn, then anonymously when none matched;
+        the last failure is the one reported."""
+        credentials: list[Credential | None] = list(
+            credentials_for(parse_image(image).repository, await self.pull_secrets(pod)))
+        failure: RuntimeFailure | None = None
+        for credential in credentials or [None]:
+            auth = credential.registry_auth_header() if credential is not None else None
+            try:
+                await self.runtime.pull_image(image, registry_auth=auth)
+                return
+            except RuntimeFailure as e:
+                failure = e
+        assert failure is not None
+        raise failure
 
     def forget(self, uid: str) -> None:
         self.backoff.forget_prefix(uid)
@@ -94,7 +140,7 @@ class ImageManager:
         before_pull()
         started = time.monotonic()
         try:
-            await self.runtime.pull_image(image)
+            await self._pull(pod, image)
         except RuntimeFailure as e:
             self.backoff.next(key, self.clock())
             emit(pod, "Warning", "Failed", f'Failed to pull image "{image}": {e.message}',

@@ -99,7 +99,7 @@ class PodWorkers:
         self.cache = PodCache()
         self.status = status if status is not None else StatusManager(
             api, retry_seconds=status_retry_seconds)
-        self.images = ImageManager(runtime, self.events, clock=clock)
+        self.images = ImageManager(runtime, self.events, clock=clock, objects=objects)
         self.prober = ProbeManager(runtime, self.events, on_change=self.poke, clock=clock)
         self.volumes = volumes
         self.syncer = PodSyncer(runtime=runtime, api=api, status=self.status,

@@ -88,6 +88,18 @@ def node_containers(node_name: str, **labels: str) -> list[dict[str, Any]]:
     return containers_with_labels({"io.kubelite.node": node_name, **labels})
 
 
+def unmount_under(directory: Path) -> None:
+    """Test cleanup: unmount what a stopped test kubelet left mounted below its root dir
+    (a pod's `medium: Memory` emptyDir is a tmpfs the kubelet unmounts when the pod goes;
+    a kubelet stopped first leaves it for its next start, which a test never makes)."""
+    with open("/proc/self/mounts") as mounts:
+        targets = [line.split()[1] for line in mounts]
+    root = str(directory.resolve())
+    for target in sorted(targets, key=len, reverse=True):
+        if target == root or target.startswith(root + "/"):
+            subprocess.run(["umount", target], capture_output=True, timeout=30)
+
+
 def remove_node_containers(node_name: str) -> None:
     """Test cleanup: force-remove the containers a test kubelet made (and nothing else)."""
     with docker_api() as api:

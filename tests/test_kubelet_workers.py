@@ -163,7 +163,7 @@ class FakeRuntime:
     async def inspect_image(self, image: str) -> ImageInfo | None:
         return ImageInfo(id=f"sha256:{image}") if image in self.images else None
 
-    async def pull_image(self, image: str) -> ImageInfo:
+    async def pull_image(self, image: str, *, registry_auth: str | None = None) -> ImageInfo:
         self.calls["pull_image"] += 1
         self.pull_started.set()
         await self.pull_gate.wait()

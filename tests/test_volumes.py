@@ -16,7 +16,12 @@ import httpx
 import kubernetes
 import pytest
 
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import (
+    KubeletProcess,
+    ensure_docker,
+    remove_node_containers,
+    unmount_under,
+)
 from tests.support import ApiServer, Kubectl, eventually, unique
 from tests.test_kubelet import PRIVILEGED_NS, SERVE_FOREVER, pod_manifest, shell
 
@@ -36,6 +41,7 @@ def kubelet(apiserver: ApiServer, root_dir: Path,
     yield process
     process.stop()
     remove_node_containers(node)
+    unmount_under(root_dir)
 
 
 @pytest.fixture(scope="module")

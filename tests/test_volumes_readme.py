@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 
 from tests import readme
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import (
+    KubeletProcess,
+    ensure_docker,
+    remove_node_containers,
+    unmount_under,
+)
 from tests.support import REPO, ApiServer, Etcd, Kubectl, SchedulerProcess, unique
 
 SECTION = "volumes"
@@ -28,6 +33,7 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
     yield Kubectl(server.url, tmp_path / "kubectl").kubeconfig
     kubelet.stop()
     remove_node_containers(node)
+    unmount_under(tmp_path / "kubelet-root")
     scheduler.stop()
     server.stop()
     etcd.stop()

@@ -115,8 +115,9 @@ class DockerClient:
         except NotFoundError:
             return None
 
-    async def pull_image(self, image: str) -> None:
+    async def pull_image(self, image: str, *, registry_auth: str | None = None) -> None:
         """Pull and wait for the end of the progress stream; a failure raises DockerError.
+        `registry_auth` is the `X-Registry-Auth` header (kubelet.credentials).
 
         Docker reports some failures as an HTTP error and others as an `error` line in
         the middle of a 200 stream, so both are checked.
@@ -125,8 +126,9 @@ class DockerClient:
         params = {"fromImage": ref.repository, "tag": ref.digest or ref.tag}
         # Pulls can take minutes: no read timeout, the progress stream keeps coming.
         timeout = httpx.Timeout(self.timeout, read=None)
+        headers = {"X-Registry-Auth": registry_auth} if registry_auth else {}
         async with self._http.stream("POST", "/images/create", params=params,
-                                     timeout=timeout) as response:
+                                     headers=headers, timeout=timeout) as response:
             if response.status_code >= 400:
                 raise _error_for(response.status_code, await response.aread())
             async for line in response.aiter_lines():

@@ -136,9 +136,9 @@ class DockerRuntime:
         data = await self.client.inspect_image(str(parse_image(image)))
         return image_info(data) if data is not None else None
 
-    async def pull_image(self, image: str) -> ImageInfo:
+    async def pull_image(self, image: str, *, registry_auth: str | None = None) -> ImageInfo:
         try:
-            await self.client.pull_image(image)
+            await self.client.pull_image(image, registry_auth=registry_auth)
         except DockerError as e:
             raise ImagePullError(e.message) from e
         except httpx.HTTPError as e:
