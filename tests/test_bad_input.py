@@ -272,7 +272,7 @@ async def test_json_patch_index_with_a_leading_zero_is_a_422(
     (STRATEGIC, {"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}}),
     (STRATEGIC, {}),
     (MERGE, {}),
-    (MERGE, {"metadata": {"annotations": None}}),
+    (MERGE, {"metadata": {"annotations": {"not-there": None}}}),
     (JSON_PATCH, []),
     (JSON_PATCH, [{"op": "test", "path": "/spec/containers/0/name", "value": "c"}]),
 ])
