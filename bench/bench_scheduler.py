@@ -65,6 +65,7 @@ class Round:
     # The same baselines driven by the Python client (--python-baseline), else None.
     python_bind_rate: float | None = None
     python_bind_and_event_rate: float | None = None
+    scheduled_events: int = 0  # the scheduler's Scheduled events that were written
 
 
 async def in_parallel(work: Callable[[T], Awaitable[Any]], items: Iterable[T],
@@ -211,9 +212,17 @@ async def scheduler_rate(client: ApiClient, server: ApiServer, workdir: Path, *,
     try:
         await asyncio.wait_for(watcher, timeout=max(600, pods / 5))
     finally:
-        scheduler.stop()
+        scheduler.stop()  # SIGTERM: it writes the events still queued (5 s at most)
     first, last = bound_at[0], bound_at[-1]
     return (len(bound_at) - 1) / (last - first), last - started
+
+
+async def scheduled_events(client: ApiClient, component: str) -> int:
+    """The `Scheduled` events `component` wrote (its queue drops some when full, as
+    kube's broadcaster does: reported next to the rate)."""
+    events = (await client.list("events", namespace="default")).get("items") or []
+    return sum(1 for e in events if e.get("reason") == "Scheduled"
+               and (e.get("source") or {}).get("component") == component)
 
 
 async def run_round(nodes: int, pods: int, parallelism: int, shape: str = "plain", *,
@@ -247,11 +256,14 @@ async def run_round(nodes: int, pods: int, parallelism: int, shape: str = "plain
                 print(f"[{nodes} nodes] scheduler: {pods} {shape} pods", flush=True)
                 rate, seconds = await scheduler_rate(client, server, workdir, pods=pods,
                                                      parallelism=parallelism, shape=shape)
+                events = await scheduled_events(client, "bench-scheduler")
         finally:
             server.stop()
             etcd.stop()
     return Round(nodes, pods, rates[0], rates[1], rate, seconds,
-                 *(python if python else (None, None)))
+                 python_bind_rate=python[0] if python else None,
+                 python_bind_and_event_rate=python[1] if python else None,
+                 scheduled_events=events)
 
 
 def report(rounds: list[Round], parallelism: int) -> str:
@@ -263,6 +275,10 @@ def report(rounds: list[Round], parallelism: int) -> str:
         lines.append(f"{r.nodes:>6} {r.pods:>6} {r.bind_rate:>8.0f} {r.bind_and_event_rate:>13.0f} "
                      f"{r.scheduler_rate:>17.0f} {r.scheduler_rate / r.bind_rate:>14.2f} "
                      f"{r.scheduler_rate / r.bind_and_event_rate:>20.2f}")
+    for r in rounds:
+        lines.append(f"[{r.nodes} nodes] the scheduler's Scheduled events written: "
+                     f"{r.scheduled_events} of {r.pods} (off the bind path: a bounded queue, "
+                     "dropped when full, as kube's broadcaster)")
     for r in rounds:
         if r.python_bind_rate is not None and r.python_bind_and_event_rate is not None:
             lines.append(f"[{r.nodes} nodes] the same baselines from the Python client: "
