@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from common.client import ApiClient
 from common.endpoint import Endpoints, open_endpoint, serving
 from common.flags import add_duration, boolean
-from common.kubeconfig import connection
+from common.kubeconfig import Connection, connection
 from common.leaderelection import LeaderElectionConfig, LeaderElector, timing_errors
 
 DEFAULT_APISERVER = "http://127.0.0.1:8080"
@@ -141,6 +141,8 @@ class Client:
     user_agent: str
     group_versions: Mapping[str, str] | None = None
     max_connections: int | None = None  # ApiClient's: a pool kept alive, for many writes
+    # another ApiClient (the scheduler's FastApiClient), made from the connection
+    make_api: Callable[[Connection, str], ApiClient] | None = None
 
 
 async def serve(options: ProcessOptions, client: Client,
@@ -153,9 +155,11 @@ async def serve(options: ProcessOptions, client: Client,
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     conn = connection(kubeconfig=options.kubeconfig, server=options.apiserver or None)
-    async with ApiClient(conn, user_agent=client.user_agent,
-                         group_versions=client.group_versions,
-                         max_connections=client.max_connections) as api:
+    api_client = (client.make_api(conn, client.user_agent) if client.make_api is not None
+                  else ApiClient(conn, user_agent=client.user_agent,
+                                 group_versions=client.group_versions,
+                                 max_connections=client.max_connections))
+    async with api_client as api:
         component = make(api)
         elector = (LeaderElector(api, options.leader_election) if options.leader_elect
                    else None)

@@ -12,11 +12,13 @@ best, breaking ties at random so that equal nodes share the load. When no node f
 from __future__ import annotations
 
 import enum
+import heapq
+import itertools
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from scheduler.labels import (
     NOTHING,
@@ -114,6 +116,9 @@ class NodeInfo:
     hard_taints: tuple[Mapping[str, Any], ...] = field(init=False)  # NoSchedule/NoExecute
     # Whether any taint is PreferNoSchedule (so scoring can skip nodes without one).
     prefers_no_schedule: bool = field(init=False)
+    # Schedulable, Ready and without NoSchedule/NoExecute taints: every pod passes the
+    # filters marked `passes_clean_nodes` here, so a cycle need not call them.
+    clean: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.set_node(self.node)
@@ -130,6 +135,7 @@ class NodeInfo:
         self.hard_taints = tuple(t for t in taints
                                  if t.get("effect") in ("NoSchedule", "NoExecute"))
         self.prefers_no_schedule = any(t.get("effect") == "PreferNoSchedule" for t in taints)
+        self.clean = not self.unschedulable and self.ready == "True" and not self.hard_taints
 
     @property
     def pod_count(self) -> int:
@@ -247,6 +253,13 @@ class ScoreFunc(Protocol):
     def __call__(self, pod: Pod, node_info: NodeInfo, /) -> int: ...
 
 
+class BatchScoreFunc(Protocol):
+    """Raw scores of every feasible node at once (by node name): for a plugin whose
+    score is one cheap expression, without a call per node."""
+
+    def __call__(self, pod: Pod, feasible: Sequence[NodeInfo], /) -> dict[str, int]: ...
+
+
 class PreScoreFunc(Protocol):
     """Once per cycle (kube's PreScore): the pod's score function, None to skip."""
 
@@ -262,11 +275,16 @@ class NormalizeFunc(Protocol):
 
 @dataclass(frozen=True)
 class FilterPlugin:
-    """A filter: `filter` when it needs nothing but the pair, else `pre_filter`."""
+    """A filter: `filter` when it needs nothing but the pair, else `pre_filter`.
+
+    `passes_clean_nodes`: the filter admits every pod on a clean node (`NodeInfo.clean`:
+    schedulable, Ready, no NoSchedule/NoExecute taint), so a cycle skips it there.
+    """
 
     name: str
     filter: FilterFunc | None = None
     pre_filter: PreFilterFunc | None = None
+    passes_clean_nodes: bool = False
 
     def prepare(self, pod: Pod, nodes: Cluster | Sequence[NodeInfo]
                 ) -> FilterFunc | Status | None:
@@ -282,6 +300,7 @@ class ScorePlugin:
     normalize: NormalizeFunc | None = None
     weight: int = 1
     pre_score: PreScoreFunc | None = None
+    score_all: BatchScoreFunc | None = None  # the same as `score`, every node at once
 
     def prepare(self, pod: Pod, feasible: Sequence[NodeInfo],
                 cluster: Cluster | None = None) -> ScoreFunc | None:
@@ -332,7 +351,10 @@ class ScheduleResult:
         return fit_error_message(self.diagnosis)
 
 
-PreparedFilter = tuple[str, FilterFunc]
+class PreparedFilter(NamedTuple):
+    name: str
+    check: FilterFunc
+    passes_clean_nodes: bool = False
 
 
 def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod,
@@ -349,13 +371,13 @@ def prepare_filters(filters: Iterable[FilterPlugin], pod: Pod,
             if ready.code is Code.SUCCESS:
                 continue
             return Status(ready.code, ready.reasons, plugin.name)
-        prepared.append((plugin.name, ready))
+        prepared.append(PreparedFilter(plugin.name, ready, plugin.passes_clean_nodes))
     return prepared
 
 
 def run_prepared(prepared: Iterable[PreparedFilter], pod: Pod, node_info: NodeInfo) -> Status:
     """The first non-success status of the filters, in order (kube stops there too)."""
-    for name, check in prepared:
+    for name, check, _ in prepared:
         status = check(pod, node_info)
         if status.code is not Code.SUCCESS:
             return Status(status.code, status.reasons, name)
@@ -388,21 +410,29 @@ def score_nodes(scorers: Sequence[ScorePlugin], pod: Pod, feasible: Sequence[Nod
     by_plugin: dict[str, dict[str, int]] = {}
     cluster = cluster or Cluster(feasible)
     for plugin in scorers:
-        score = plugin.prepare(pod, feasible, cluster)
-        if score is None:
-            continue
-        raw = {info.name: score(pod, info) for info in feasible}
+        if plugin.score_all is not None:
+            raw = plugin.score_all(pod, feasible)
+        else:
+            score = plugin.prepare(pod, feasible, cluster)
+            if score is None:
+                continue
+            raw = {info.name: score(pod, info) for info in feasible}
         scores = plugin.normalize(raw) if plugin.normalize is not None else raw
-        by_plugin[plugin.name] = {name: value * plugin.weight for name, value in scores.items()}
+        weight = plugin.weight
+        by_plugin[plugin.name] = (scores if weight == 1 else
+                                  {name: value * weight for name, value in scores.items()})
     return by_plugin
 
 
 def total_scores(by_plugin: Mapping[str, Mapping[str, int]],
                  feasible: Sequence[NodeInfo]) -> dict[str, int]:
+    if len(by_plugin) == 1:  # the common case: one plugin tells the nodes apart
+        (scores,) = by_plugin.values()
+        return dict(scores)
     totals = {info.name: 0 for info in feasible}
     for scores in by_plugin.values():
         for name, value in scores.items():
-            totals[name] += value
+            totals[name] = totals.get(name, 0) + value
     return totals
 
 
@@ -432,13 +462,24 @@ def schedule_one(pod: Pod, nodes: Sequence[NodeInfo], *,
         return ScheduleResult(None, 0, 0, Diagnosis({info.name: prepared for info in nodes},
                                                     total), start_index)
     wanted = num_feasible_nodes_to_find(total, percentage_of_nodes_to_score)
+    # What a clean node still has to pass (often nothing: then it is feasible at once).
+    on_clean = [check for check in prepared if not check.passes_clean_nodes]
     feasible: list[NodeInfo] = []
     rejected: dict[str, Status] = {}
     evaluated = 0
-    for offset in range(total):
-        info = nodes[(start_index + offset) % total]
+    start_index %= total  # the node list may have shrunk since the last cycle
+    for index in itertools.chain(range(start_index, total), range(start_index)):
+        info = nodes[index]
         evaluated += 1
-        status = run_prepared(prepared, pod, info)
+        if info.clean:
+            if not on_clean:
+                feasible.append(info)
+                if len(feasible) >= wanted:
+                    break
+                continue
+            status = run_prepared(on_clean, pod, info)
+        else:
+            status = run_prepared(prepared, pod, info)
         if status.code is Code.SUCCESS:
             feasible.append(info)
             if len(feasible) >= wanted:
@@ -512,20 +553,21 @@ def score_summary(by_plugin: Mapping[str, Mapping[str, int]], chosen: str, *,
     small 195 (...), ..." — the chosen node first, then by total; each plugin's weighted
     share, leaving out the zeros. Empty when nothing was scored (one feasible node).
     """
-    totals: dict[str, int] = {}
-    for scores in by_plugin.values():
-        for name, value in scores.items():
-            totals[name] = totals.get(name, 0) + value
+    totals = total_scores(by_plugin, ())
     if not totals:
         return ""
-    ranked = sorted(totals, key=lambda name: (name != chosen, -totals[name], name))
+    # The chosen node, then the best others by total and name (only `limit` are shown:
+    # no need to sort them all).
+    others = heapq.nsmallest(limit, ((-value, name) for name, value in totals.items()
+                                     if name != chosen))
+    shown = ([chosen] if chosen in totals else []) + [name for _, name in others]
     parts = []
-    for name in ranked[:limit]:
+    for name in shown[:limit]:
         shares = ", ".join(f"{plugin} {scores[name]}" for plugin, scores in by_plugin.items()
                            if scores.get(name))
         parts.append(f"{name} {totals[name]}" + (f" ({shares})" if shares else ""))
-    more = f", and {len(ranked) - limit} more" if len(ranked) > limit else ""
-    return f"Scores of {len(ranked)} feasible nodes: {', '.join(parts)}{more}"
+    more = f", and {len(totals) - limit} more" if len(totals) > limit else ""
+    return f"Scores of {len(totals)} feasible nodes: {', '.join(parts)}{more}"
 
 
 def tolerates(tolerations: Iterable[Mapping[str, Any]] | None, *, key: str, effect: str,

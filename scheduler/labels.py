@@ -179,8 +179,20 @@ class LabelSet:
 
 
 def label_set(pod: Mapping[str, Any]) -> LabelSet:
+    """Interned, as terms are: replicas share one object, so the per-cycle matching
+    caches keyed by label set compare by identity, not field by field."""
     labels = pod_labels(pod)
-    return LabelSet(pod_namespace(pod), frozenset(labels.items()), labels)
+    key = (pod_namespace(pod), frozenset(labels.items()))
+    found = _LABEL_SETS.get(key)
+    if found is None:
+        if len(_LABEL_SETS) > MAX_INTERNED_LABEL_SETS:
+            _LABEL_SETS.clear()  # as _TERMS: equal sets made later still compare equal
+        found = _LABEL_SETS[key] = LabelSet(key[0], key[1], dict(labels))
+    return found
+
+
+MAX_INTERNED_LABEL_SETS = 100_000
+_LABEL_SETS: dict[tuple[str, frozenset[tuple[str, str]]], LabelSet] = {}
 
 
 def pod_labels(pod: Mapping[str, Any]) -> Mapping[str, str]:

@@ -39,6 +39,7 @@ from common.timeline import scheduling_instants
 from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
+from scheduler.events import EventQueue
 from scheduler.framework import (
     Cluster,
     FilterPlugin,
@@ -49,6 +50,7 @@ from scheduler.framework import (
     score_summary,
 )
 from scheduler.hints import pod_event_could_help
+from scheduler.http import FastApiClient
 from scheduler.plugins import FILTERS, SCORERS
 from scheduler.pods import (
     UNSCHEDULABLE_NODES_ANNOTATION,
@@ -119,6 +121,8 @@ class Scheduler:
         self.filters = filters if filters is not None else FILTERS
         self.scorers = scorers if scorers is not None else SCORERS
         self.recorder = EventRecorder(client, component=options.scheduler_name)
+        # Events never hold up a bind: queued, written one at a time (kube's broadcaster).
+        self.events = EventQueue(self.recorder)
         self.cache = ClusterCache()
         self.queue = SchedulingQueue()
         self.rng = random.Random()
@@ -228,6 +232,8 @@ class Scheduler:
         """Move the waiting pods whose rejecting plugins care about `event` (for a pod
         event: whose hint says the `changed` pod matters to them) and that now fit the
         node it touched (kube's QueueingHint: Queue, or Skip)."""
+        if not self.queue.has_waiting():
+            return  # e.g. the initial list's nodes: nothing to retry, no snapshot needed
         info = self.cache.get_node(node_name)
         if info is None:
             return
@@ -376,9 +382,9 @@ class Scheduler:
         log.info("%s (%s, %.2fs after it was queued)%s", message, how,
                  self.queue.clock() - item.first_queued, f"; {scores}" if scores else "")
         # kube's first sentence, unchanged; then, beyond kube, how the nodes scored.
-        await self.recorder.event(pod, "Normal", "Scheduled",
-                                  f"{message}. {scores}" if scores else message,
-                                  action="Binding", annotations=instants)
+        self.events.emit(pod, "Normal", "Scheduled",
+                         f"{message}. {scores}" if scores else message,
+                         action="Binding", annotations=instants)
         if annotation_patch(pod, None) is not None:
             await self._patch(pod, {"metadata": {"annotations": {
                 UNSCHEDULABLE_NODES_ANNOTATION: None}}})
@@ -399,8 +405,8 @@ class Scheduler:
             await self._patch(pod, condition, subresource="status")
         if outcome is not None and outcome.candidate is not None:
             await self._preempt(pod, outcome.candidate)
-        await self.recorder.event(pod, "Warning", "FailedScheduling", message,
-                                  action="Scheduling", annotations=instants)
+        self.events.emit(pod, "Warning", "FailedScheduling", message,
+                         action="Scheduling", annotations=instants)
         if reasons is not None:
             annotation = annotation_patch(pod, reasons)
             if annotation is not None:
@@ -432,9 +438,8 @@ class Scheduler:
                 log.warning("could not preempt %s: %s: %s", pod_key(victim),
                             type(e).__name__, e)
                 continue
-            await self.recorder.event(victim, "Normal", "Preempted",
-                                      preempted_message(uid, candidate.node),
-                                      action="Preempting")
+            self.events.emit(victim, "Normal", "Preempted",
+                             preempted_message(uid, candidate.node), action="Preempting")
 
     async def _patch(self, pod: dict[str, Any], patch: dict[str, Any], *,
                      subresource: str | None = None, patch_type: str = "merge") -> None:
@@ -467,9 +472,11 @@ class Scheduler:
             cache=self.cache.sizes(), leader=leader)
 
     async def drain(self, *, seconds: float) -> None:
-        """Let binds and reports in flight finish (up to `seconds`)."""
+        """Let binds and reports in flight finish, then their events be written (up to
+        `seconds` each)."""
         if self.background:
             await asyncio.wait(set(self.background), timeout=seconds)
+        await self.events.close(seconds=seconds)
 
 
 class SchedulerProcess:
@@ -511,5 +518,7 @@ class SchedulerProcess:
 async def serve(options: Options) -> None:
     """Run until SIGTERM/SIGINT, then finish what is in flight and stop."""
     await component.serve(
-        options, component.Client(user_agent=f"kube-scheduler/{options.scheduler_name}"),
+        options, component.Client(
+            user_agent=f"kube-scheduler/{options.scheduler_name}",
+            make_api=lambda conn, agent: FastApiClient(conn, user_agent=agent)),
         lambda client: SchedulerProcess(client, options), log)

@@ -184,6 +184,10 @@ class SchedulingQueue:
                 item.moved_while_in_flight = True
         return moved
 
+    def has_waiting(self) -> bool:
+        """Whether any pod backs off or is in flight (what `move_matching` looks at)."""
+        return bool(self._backoff or self._in_flight)
+
     def has_unschedulable(self) -> bool:
         """Whether any pod waits because no node fit it (so cluster events matter)."""
         return any(item.unschedulable for item in self._backoff.values())

@@ -146,6 +146,19 @@ async def test_system_classes_exist(http: httpx.AsyncClient) -> None:
     assert (await http.get(f"{BASE}/system-cluster-critical")).json()["value"] == 2000000000
 
 
+async def test_system_classes_cannot_be_deleted(http: httpx.AsyncClient) -> None:
+    for name in ("system-node-critical", "system-cluster-critical"):
+        refused = await http.delete(f"{BASE}/{name}")
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["message"] == (
+            f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: this is a system '
+            "priority class and cannot be deleted")
+        assert (await http.get(f"{BASE}/{name}")).status_code == 200
+    mine = unique("prio")
+    assert (await http.post(BASE, json=pc(mine, 7))).status_code == 201
+    assert (await http.delete(f"{BASE}/{mine}")).status_code == 200  # a user class can
+
+
 async def test_pods_get_their_class_priority(http: httpx.AsyncClient) -> None:
     name = unique("prio")
     created = await http.post(BASE, json=pc(name, 4242, preemptionPolicy="Never"))

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from apiserver.resources.base import Resource
+from apiserver.resources.base import Resource, delete_unless_finalized
 from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, column, format_age
 from apiserver.validation import (
     FIELD_IMMUTABLE_MSG,
@@ -196,6 +196,15 @@ async def admit_new_class(pc: Object, registry: Any) -> None:
     admit_priority_class(pc, (await current_classes(registry)).values())
 
 
+def prepare_for_delete(pc: Object, grace_period: int | None) -> Object | None:
+    """The system classes cannot be deleted (kube's priorityclass REST Delete)."""
+    name = _name(pc)
+    if name in SYSTEM_PRIORITY_CLASSES:
+        raise errors.Forbidden(f'priorityclasses.scheduling.k8s.io "{name}" is forbidden: '
+                               "this is a system priority class and cannot be deleted")
+    return delete_unless_finalized(pc, grace_period)
+
+
 def system_priority_classes() -> list[Object]:
     return [{"apiVersion": f"{SCHEDULING_GROUP}/v1", "kind": "PriorityClass",
              "metadata": {"name": name}, "value": value, "description": description,
@@ -245,6 +254,6 @@ PRIORITY_CLASSES = Resource(
         "value. The value can be any valid integer.")},
     default=default_priority_class, validate=validate_priority_class,
     validate_update=validate_update, tracks_generation=False,
-    admit_lookup=admit_new_class,
+    admit_lookup=admit_new_class, prepare_for_delete=prepare_for_delete,
     columns=COLUMNS, cells=priority_class_cells,
 )

@@ -161,14 +161,20 @@ def satisfies_existing_anti_affinity(state: PreFilterState, labels: Mapping[str,
     return not counts or not any(counts.get(pair, 0) for pair in labels.items())
 
 
+# Made once: the filter answers one of these for every node it rejects.
+AFFINITY_REJECTED = unschedulable(ERR_AFFINITY, unresolvable=True)
+ANTI_AFFINITY_REJECTED = unschedulable(ERR_ANTI_AFFINITY)
+EXISTING_ANTI_AFFINITY_REJECTED = unschedulable(ERR_EXISTING_ANTI_AFFINITY)
+
+
 def check(state: PreFilterState, node_info: NodeInfo) -> Status:
     labels = node_info.labels
-    if not satisfies_affinity(state, labels):
-        return unschedulable(ERR_AFFINITY, unresolvable=True)
+    if state.affinity and not satisfies_affinity(state, labels):
+        return AFFINITY_REJECTED
     if not satisfies_anti_affinity(state, labels):
-        return unschedulable(ERR_ANTI_AFFINITY)
+        return ANTI_AFFINITY_REJECTED
     if not satisfies_existing_anti_affinity(state, labels):
-        return unschedulable(ERR_EXISTING_ANTI_AFFINITY)
+        return EXISTING_ANTI_AFFINITY_REJECTED
     return SUCCESS
 
 

@@ -7,7 +7,7 @@ nodes get equal scores and the framework picks among them at random.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from scheduler.framework import MAX_NODE_SCORE, NodeInfo, Pod, ScorePlugin
 
@@ -16,6 +16,10 @@ NAME = "LeastPods"
 
 def pod_count(pod: Pod, node_info: NodeInfo) -> int:
     return node_info.pod_count
+
+
+def pod_counts(pod: Pod, feasible: Sequence[NodeInfo]) -> dict[str, int]:
+    return {info.name: len(info.pods) for info in feasible}
 
 
 def fewest_is_best(counts: Mapping[str, int]) -> dict[str, int]:
@@ -28,4 +32,4 @@ def fewest_is_best(counts: Mapping[str, int]) -> dict[str, int]:
             for name, count in counts.items()}
 
 
-PLUGIN = ScorePlugin(NAME, pod_count, normalize=fewest_is_best)
+PLUGIN = ScorePlugin(NAME, pod_count, normalize=fewest_is_best, score_all=pod_counts)

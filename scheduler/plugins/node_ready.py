@@ -40,4 +40,4 @@ def fits(pod: Pod, node_info: NodeInfo) -> Status:
     return unschedulable(ERR_REASON, unresolvable=True)
 
 
-PLUGIN = FilterPlugin(NAME, filter=fits)
+PLUGIN = FilterPlugin(NAME, filter=fits, passes_clean_nodes=True)

@@ -70,6 +70,6 @@ def pre_score(pod: Pod, feasible: Sequence[NodeInfo], cluster: Cluster) -> Score
     return lambda _pod, node_info: intolerable_prefer_no_schedule(tolerations, node_info)
 
 
-PLUGIN = FilterPlugin(NAME, filter=fits)
+PLUGIN = FilterPlugin(NAME, filter=fits, passes_clean_nodes=True)
 SCORE = ScorePlugin(NAME, pre_score=pre_score,
                     normalize=partial(default_normalize, reverse=True), weight=3)

@@ -142,9 +142,15 @@ def compute_filter_state(pod: Pod, cluster: Cluster) -> FilterState | None:
     tolerations = bool(spec.get("tolerations"))
     matched: dict[tuple[int, LabelSet], bool] = {}
     counts: list[Counter[str]] = [Counter() for _ in constraints]
+    keys = [c.topology_key for c in constraints]
     for info in cluster.nodes:
         labels = info.labels
-        if not has_all_keys(labels, constraints):
+        if not all(topology_key in labels for topology_key in keys):
+            continue
+        if not info.live_label_sets and not limits_nodes and not info.hard_taints:
+            # No pod to count and no policy to apply: the node's domains exist (count 0).
+            for i, topology_key in enumerate(keys):
+                counts[i][labels[topology_key]] += 0
             continue
         for i, constraint in enumerate(constraints):
             if constraint.honor_node_affinity and limits_nodes and not node_affinity.matches(
@@ -170,15 +176,19 @@ def compute_filter_state(pod: Pod, cluster: Cluster) -> FilterState | None:
                        [min_match(counts[i], c.min_domains) for i, c in enumerate(constraints)])
 
 
+MISSING_LABEL = unschedulable(ERR_MISSING_LABEL, unresolvable=True)
+SKEWED = unschedulable(ERR_CONSTRAINTS)
+
+
 def check(state: FilterState, node_info: NodeInfo) -> Status:
     labels = node_info.labels
     for i, constraint in enumerate(state.constraints):
         value = labels.get(constraint.topology_key)
         if value is None:
-            return unschedulable(ERR_MISSING_LABEL, unresolvable=True)
+            return MISSING_LABEL
         skew = state.counts[i].get(value, 0) + state.self_match[i] - state.mins[i]
         if skew > constraint.max_skew:
-            return unschedulable(ERR_CONSTRAINTS)
+            return SKEWED
     return SUCCESS
 
 
