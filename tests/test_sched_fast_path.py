@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -140,17 +141,22 @@ def test_spam_filter_allows_a_burst_per_object_then_one_per_five_minutes() -> No
 class SlowRecorder:
     def __init__(self) -> None:
         self.written: list[str] = []
+        self.stamped: list[float] = []
         self.gate = asyncio.Event()
 
-    async def event(self, obj: dict, type_: str, reason: str, message: str) -> None:
+    async def event(self, obj: dict, type_: str, reason: str, message: str, *,
+                    at: float, action: str | None = None,
+                    annotations: dict[str, str] | None = None) -> None:
         await self.gate.wait()
         self.written.append(message)
+        self.stamped.append(at)
 
 
 async def test_event_queue_never_waits_drops_when_full_and_writes_the_rest_on_close() -> None:
     recorder = SlowRecorder()
     events = EventQueue(recorder, maxsize=3)  # type: ignore[arg-type]
     pods = [{"kind": "Pod", "metadata": {"name": f"p{i}", "uid": str(i)}} for i in range(6)]
+    emitted = time.time()
     for i, pod in enumerate(pods):
         events.emit(pod, "Normal", "Scheduled", f"m{i}")  # returns at once
     assert events.dropped == 3 and len(events) == 3  # the writer has not run yet
@@ -159,3 +165,5 @@ async def test_event_queue_never_waits_drops_when_full_and_writes_the_rest_on_cl
     recorder.gate.set()
     await events.close(seconds=5)
     assert recorder.written == ["m0", "m1", "m2"]
+    # each Event's time is when it was emitted, not when the writer got to it
+    assert all(emitted <= at <= emitted + 1 for at in recorder.stamped)
