@@ -185,7 +185,13 @@ async function drawFlow() {
   figure.hidden = !state.selected;
   if (!state.selected) return;
   const caption = document.getElementById("flow-caption");
-  if (!pod) { caption.textContent = `${state.selected}: deleted`; return; }
+  if (!pod) {
+    caption.classList.remove("visually-hidden");
+    caption.textContent = `pod ${state.selected}: not found (deleted, or not created yet)`;
+    document.getElementById("diagram").replaceChildren();
+    drawnFor = "";
+    return;
+  }
   const uid = pod.metadata.uid;
   const events = [...state.events.values()].filter((e) => e.involvedObject?.uid === uid);
   const body = JSON.stringify({ pod, events });
@@ -194,18 +200,25 @@ async function drawFlow() {
   const r = await fetch("timeline", { method: "POST", body,
                                       headers: { "Content-Type": "application/json" } });
   if (mine !== asked) return;  // a newer drawing was asked for meanwhile
-  if (!r.ok) { caption.textContent = `cannot draw: ${await failure(r)}`; return; }
+  if (!r.ok) {
+    caption.classList.remove("visually-hidden");
+    caption.textContent = `cannot draw: ${await failure(r)}`;
+    return;
+  }
   const parsed = new DOMParser().parseFromString(await r.text(), "image/svg+xml");
   const svg = document.importNode(parsed.documentElement, true);
   if (mine !== asked) return;
   svg.setAttribute("role", "img");
   svg.setAttribute("aria-labelledby", "flow-caption");
   drawnFor = body;
+  // the drawing shows the same headline: the caption names it for screen readers only
   caption.textContent = svg.querySelector("title")?.textContent || state.selected;
+  caption.classList.add("visually-hidden");
   document.getElementById("diagram").replaceChildren(svg);
 }
 
 function select(key) {
+  if (key === state.selected) return;
   state.selected = key;
   drawnFor = "";
   location.hash = `pod=${encodeURIComponent(key)}`;
@@ -222,9 +235,15 @@ function selectedChanged(object) {
   return keyOf(object) === state.selected;
 }
 
+// `#pod=NAMESPACE/NAME` selects a pod (a link to its flow, even before it exists)
+function fromHash() {
+  const key = decodeURIComponent(location.hash.replace(/^#pod=/, ""));
+  if (location.hash.startsWith("#pod=") && key) select(key);
+}
+
 function start() {
-  const fromHash = decodeURIComponent(location.hash.replace(/^#pod=/, ""));
-  if (location.hash.startsWith("#pod=") && fromHash) state.selected = fromHash;
+  fromHash();
+  window.addEventListener("hashchange", fromHash);
   follow("nodes", "/api/v1/nodes", state.nodes, () => redraw("nodes"));
   follow("pods", "/api/v1/pods", state.pods, (o) => {
     redraw("pods");
