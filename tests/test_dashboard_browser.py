@@ -20,6 +20,7 @@ import pytest
 import yaml
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
+from tests import readme
 from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
 from tests.support import REPO, Kubectl, unique
 
@@ -221,3 +222,20 @@ def test_the_page_only_talks_to_its_own_origin_and_never_reloaded(
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_readme_dashboard_section(dashboard: Dashboard) -> None:
+    """The README's commands, on this cluster, through this test's `kubectl proxy`."""
+    port = dashboard.origin.rsplit(":", 1)[1]
+    names = {"127.0.0.1:8001": f"127.0.0.1:{port}"}
+    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin", "HOME": str(dashboard.workdir),
+           "KUBECONFIG": str(dashboard.kubectl.kubeconfig)}
+    examples = readme.examples("dashboard")
+    assert len(examples) == 5
+    drifted = []
+    for example in examples:
+        output = readme.drift(example, example.expected, replacements=names, cwd=REPO, env=env)
+        if output is not None:
+            drifted.append(f"$ {example.command}\n--- README says:\n"
+                           + "\n".join(example.expected) + f"\n--- actual:\n{output}")
+    assert not drifted, "README examples drifted:\n" + "\n\n".join(drifted)
