@@ -22,7 +22,7 @@ from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from tests import readme
 from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
-from tests.support import REPO, Kubectl, unique
+from tests.support import REPO, ApiServer, Kubectl, unique
 
 pytestmark = pytest.mark.docker
 
@@ -37,6 +37,7 @@ WAIT = 90_000  # ms, generous: a pod on Docker is Ready in about a second
 @dataclass
 class Dashboard:
     kubectl: Kubectl
+    apiserver: ApiServer
     node: str
     origin: str
     page: Page
@@ -68,11 +69,12 @@ def sleeping(**spec: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def kubectl_proxy(kubectl: Kubectl) -> Iterator[str]:
-    """`kubectl proxy --port=0` as a user runs it; the origin it serves on."""
+def kubectl_proxy(kubectl: Kubectl, kubeconfig: Path | None = None) -> Iterator[str]:
+    """`kubectl proxy --port=0` as a user runs it (the kubectl's kubeconfig unless another
+    is given); the origin it serves on."""
     process = subprocess.Popen(
-        [str(kubectl.binary), "--kubeconfig", str(kubectl.kubeconfig), "--cache-dir",
-         str(kubectl.cache_dir), "proxy", "--port=0"], stdout=subprocess.PIPE,
+        [str(kubectl.binary), "--kubeconfig", str(kubeconfig or kubectl.kubeconfig),
+         "--cache-dir", str(kubectl.cache_dir), "proxy", "--port=0"], stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True, env={"PATH": "/usr/bin:/bin",
                                                   "HOME": str(kubectl.kubeconfig.parent)})
     try:
@@ -90,7 +92,8 @@ def kubectl_proxy(kubectl: Kubectl) -> Iterator[str]:
 def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
     workdir = tmp_path_factory.mktemp("dashboard")
     node = unique("dash-node")
-    with docker_cluster(workdir, (node,)) as (_, kubectl), kubectl_proxy(kubectl) as origin, \
+    with docker_cluster(workdir, (node,)) as (apiserver, kubectl), \
+            kubectl_proxy(kubectl) as origin, \
             sync_playwright() as playwright:
         # a fresh profile, never the user's; Playwright's own browser download is not used
         browser = playwright.chromium.launch_persistent_context(
@@ -107,7 +110,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
                     if r.status >= 400 else None)
             page.goto(f"{origin}/dashboard/")
             page.evaluate("window.loadedOnce = true")  # gone if the page ever reloads
-            yield Dashboard(kubectl, node, origin, page, workdir, requests, errors)
+            yield Dashboard(kubectl, apiserver, node, origin, page, workdir, requests, errors)
         finally:
             browser.close()
 
@@ -222,6 +225,27 @@ def test_the_page_only_talks_to_its_own_origin_and_never_reloaded(
     SCREENSHOT.parent.mkdir(exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_a_user_without_rbac_sees_the_page_but_no_pods(dashboard: Dashboard) -> None:
+    """Jane is signed in but has no role: the page loads (system:kubelite-dashboard), its
+    lists are refused, and it says so, for each of them."""
+    kubeconfig = dashboard.apiserver.kubeconfig_for(dashboard.workdir / "jane.kubeconfig",
+                                                    "jane")
+    with kubectl_proxy(dashboard.kubectl, kubeconfig) as origin:
+        page = dashboard.page.context.new_page()
+        try:
+            page.goto(f"{origin}/dashboard/")
+            status = page.locator("#connection")
+            for kind in ("nodes", "pods", "events"):
+                expect(status).to_contain_text(
+                    f'{kind}: 403 Forbidden: {kind} is forbidden: User "jane" cannot list '
+                    f'resource "{kind}"', timeout=WAIT)
+            expect(status).to_have_class(re.compile(r"\berror\b"))
+            expect(page.locator("#pods tbody tr")).to_have_count(0)
+            expect(page.locator("#nodes tbody tr")).to_have_count(0)
+        finally:
+            page.close()
 
 
 def test_readme_dashboard_section(dashboard: Dashboard) -> None:

@@ -32,6 +32,7 @@ async function failure(response) {
 // --- list, then watch from the list's resourceVersion; relist on 410 Gone ---------------
 async function follow(name, path, store, changed) {
   let rv = "";
+  let pause = 500;  // ms before trying again, doubled up to 30 s while it keeps failing
   for (;;) {
     try {
       if (!rv) {
@@ -48,6 +49,7 @@ async function follow(name, path, store, changed) {
       if (r.status === 410) { rv = ""; continue; }
       if (!r.ok) throw new Error(await failure(r));
       problem(name, null);
+      pause = 500;
       const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = "";
       for (;;) {
@@ -73,7 +75,8 @@ async function follow(name, path, store, changed) {
       }
     } catch (e) {
       problem(name, e.message);
-      await sleep(1000);
+      await sleep(pause);
+      pause = Math.min(pause * 2, 30_000);
     }
   }
 }
