@@ -11,6 +11,7 @@ storage, so it reveals nothing the caller did not send.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from functools import cache
 from pathlib import Path
@@ -78,7 +79,13 @@ def diagram(pod: dict[str, Any], events: list[dict[str, Any]]) -> str:
 
 
 def status(err: errors.ApiError) -> Response:
-    return Response(json.dumps(err.status()), err.code, media_type="application/json")
+    # apiserver.app's status_response, which imports this module
+    return Response(json.dumps(err.status()), err.code, headers=err.headers or None,
+                    media_type="application/json")
+
+
+def draw_request(body: bytes) -> str:
+    return diagram(*parse_diagram_request(body))
 
 
 @router.get("/dashboard", include_in_schema=False)
@@ -103,8 +110,9 @@ async def dashboard_timeline(request: Request) -> Response:
     try:
         if media_type(request) != "application/json":
             raise unsupported_media_type("application/json")
-        pod, events = parse_diagram_request(await read_body(request))
-        drawn = diagram(pod, events)
+        body = await read_body(request)
+        # up to 3 MiB of JSON to read and draw: off the event loop
+        drawn = await asyncio.to_thread(draw_request, body)
     except errors.ApiError as e:
         return status(e)
     return Response(drawn, media_type="image/svg+xml",
