@@ -33,7 +33,8 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# System packages: etcd-server (etcd 3.4), docker.io (dockerd), busybox-static (demo image).
+# System packages: etcd-server (etcd 3.4), docker.io (dockerd), busybox-static (demo image),
+# chromium (the dashboard's browser test).
 deps:
 	@bash hack/install-deps.sh
 

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from apiserver import (
+    dashboard,
     discovery,
     listing,
     managed_fields,
@@ -856,6 +857,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     app.include_router(discovery.router)  # before the catch-alls below
     app.include_router(openapi.router)
     app.include_router(openapi_v2.router)
+    app.include_router(dashboard.router)
     app.add_api_route("/api/v1/{path:path}", handle_core, methods=verbs,
                       include_in_schema=False)
     app.add_api_route("/apis/{group}/{version}/{path:path}", handle_group, methods=verbs,

@@ -10,6 +10,8 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # wrk: the HTTP load of bench/bench_apiserver.py (a Python client saturates first)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# chromium: the real browser tests/test_dashboard_browser.py drives through Playwright
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

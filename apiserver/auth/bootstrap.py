@@ -108,6 +108,7 @@ ADMIN_RULES = [
     rule(READ_WRITE, [RBAC_GROUP], ["roles", "rolebindings"]),
 ]
 
+DASHBOARD_URLS = ["/dashboard", "/dashboard/*"]
 PUBLIC_INFO_URLS = ["/livez", "/readyz", "/healthz", "/version", "/version/"]
 
 
@@ -215,6 +216,10 @@ def cluster_roles() -> list[Object]:
         cluster_role("system:discovery", [urls(["get"], [
             "/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
             "/openapi/*", "/readyz", "/version", "/version/"])]),
+        # kubelite's own: the dashboard's page and its diagram renderer, to anyone signed in
+        # (the page reads nothing itself: what it shows is what the user's RBAC lets it list)
+        cluster_role("system:kubelite-dashboard", [
+            urls(["get"], DASHBOARD_URLS), urls(["post"], ["/dashboard/timeline"])]),
         cluster_role("system:basic-user", [
             rule(["create"], ["authorization.k8s.io"],
                  ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
@@ -294,6 +299,8 @@ def cluster_role_bindings() -> list[Object]:
         binding("cluster-admin", "cluster-admin", [("Group", "system:masters")]),
         binding("system:discovery", "system:discovery", [("Group", "system:authenticated")]),
         binding("system:basic-user", "system:basic-user", [("Group", "system:authenticated")]),
+        binding("system:kubelite-dashboard", "system:kubelite-dashboard",
+                [("Group", "system:authenticated")]),
         binding("system:public-info-viewer", "system:public-info-viewer",
                 [("Group", "system:authenticated"), ("Group", "system:unauthenticated")]),
         binding("system:monitoring", "system:monitoring", [("Group", "system:monitoring")]),
