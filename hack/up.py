@@ -357,7 +357,10 @@ def next_steps(options: Options) -> str:
         f"  {kubectl} label nodes {first} shuai=a && {kubectl} label nodes {second} shuai=b",
         f"  {kubectl} apply -f {examples}/nodeSelector.yaml  # nodeSelector shuai=b",
         f"  {kubectl} get pods -o wide && {kubectl} describe pod pod-selector",
+        f"  {kubectl} timeline pod/pod-selector            # the pod's flow, measured",
         curl,
+        f"  {kubectl} proxy --port 8001 &                  # the dashboard, as you: "
+        "http://127.0.0.1:8001/dashboard/",
         "",
         f"Logs: {shown_path(options.logs_dir)}/<component>.log. "
         "Stop: Ctrl-C here, or `make down` (which also removes the pods' containers).",

@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.docker_support import ensure_docker, node_containers
+from tests.docker_support import BUSYBOX_IMAGE, ensure_docker, node_containers
 from tests.seeds import Launcher, alive, example, kubectl, label_node, run_seeds, running_on
 from tests.support import REPO
 
@@ -154,7 +154,9 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
     config = (tmp_path / "kubeconfig").read_text()
     assert "https://127.0.0.1:16443" in config and "client-certificate-data" in config
     assert (tmp_path / "pki" / "kubelet-a.conf").exists()
-    assert "--cacert" in up.next_steps(options)
+    steps = up.next_steps(options)
+    assert "--cacert" in steps and "timeline pod/pod-selector" in steps
+    assert "http://127.0.0.1:8001/dashboard/" in steps
     _, insecure = up.parse_args(["--no-secure", "--state-dir", str(tmp_path), "--nodes", "a",
                                  "--kubelet-ports", "1"])
     plain = up.plan(insecure)
@@ -205,6 +207,21 @@ async def test_make_up_runs_the_seeds(launcher: Launcher) -> None:
     # pod-selector, then pod-ssd once labelled: two binds (pod-example has a nodeName).
     assert ('scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 2'
             in metrics.splitlines()), metrics
+    # a next step `up` prints: a pod's flow, through kubectl's plugin lookup
+    env = {"PATH": f"{REPO / '.venv' / 'bin'}:/usr/bin:/bin",
+           "KUBECONFIG": str(launcher.state_dir / "kubeconfig"), "HOME": "/nonexistent"}
+
+    def user_kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([str(REPO / ".venv" / "bin" / "kubectl"), *args], env=env,
+                              capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    user_kubectl("run", "flow", f"--image={BUSYBOX_IMAGE}", "--", "sleep", "3600")
+    user_kubectl("wait", "--for=condition=Ready", "pod/flow", "--timeout=60s")
+    flow = user_kubectl("timeline", "pod/flow").stdout
+    assert ": Ready after " in flow.splitlines()[0], flow
+    user_kubectl("delete", "pod", "flow", "--wait=false")
 
 
 async def test_ctrl_c_stops_everything_state_survives_and_down_cleans_up(
