@@ -1,18 +1,26 @@
-"""Pod startup latency (create -> Running, as a watch sees it) next to a plain `docker run`.
+"""Pod startup latency (create -> Ready, as a watch sees it) next to the same containers
+started with plain Docker Engine API calls, and the cost of the timeline recording.
 
 In one run, against one freshly started etcd + apiserver + kubelet on the local dockerd:
 
-1. baseline: `--pods` times `docker run -d` of the same image and command, one after
-   the other, then all at once; latency = the CLI call (it returns once the container
-   has started);
-2. pods: `--pods` pods with `nodeName` set, one after the other, then all at once;
-   latency = POST sent -> first watch event with phase Running and every container
-   ready.
+1. baseline, like with like: a pod is a sandbox plus its container, so per "pod" the
+   bench creates and starts a pause container (bridge network, shareable IPC, as the
+   kubelet's sandbox) and then creates and starts the app container joined to its
+   network and IPC namespaces (`NetworkMode: container:ID`), same images and command,
+   over the Docker Engine API on the unix socket; `--pods` of them one after the other,
+   then all at once (asyncio.gather); latency = first call sent -> last start answered;
+2. plain pods (`nodeName` set): one after the other, then all at once;
+3. full pods, all at once: a readiness probe (tcpSocket, periodSeconds 1), a configMap volume
+   and an emptyDir volume mounted in the container;
+4. recording on/off: the full burst again on an apiserver + kubelet started with
+   KUBELITE_TIMELINE=off (no `timeline.kubelite.io/*` annotations, no Event eventTime),
+   next to one with the recording on, alternately (`--rounds` of each); throughput =
+   pods / (first create sent -> last pod Ready).
 
-Prints p50/p99 of each and the ratios pod/docker-run. A pod is a sandbox plus its
-container (two containers to Docker), the baseline is one.
+Pod latency = POST sent -> first watch event with the pod's Ready condition True. Prints
+p50/p99 of each and the ratios pod / baseline.
 
-    .venv/bin/python bench/bench_pod_startup.py [--pods 50]
+    .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -20,11 +28,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +43,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from common.client import ApiClient  # noqa: E402
+from common.timeline import RECORDING_ENV  # noqa: E402
 from tests.docker_support import (  # noqa: E402
     BUSYBOX_IMAGE,
+    DOCKER_SOCKET,
+    PAUSE_IMAGE,
     KubeletProcess,
     containers_with_labels,
     docker_api,
@@ -42,7 +56,11 @@ from tests.docker_support import (  # noqa: E402
 )
 from tests.support import ApiServer, Etcd  # noqa: E402
 
-COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+# httpd (busybox's, in the background) is what the readiness probe connects to; the same
+# command everywhere, the baseline included.
+PORT = 8080
+COMMAND = ["sh", "-c", f"trap 'exit 0' TERM; httpd -p {PORT} -h /; while true; do sleep 1; done"]
+CONFIG_MAP = "bench-config"
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -57,14 +75,34 @@ def summary(values: list[float]) -> str:
             f"mean {statistics.mean(values) * 1000:7.1f} ms")
 
 
-async def docker_run(name: str, label: str) -> float:
+def ratio(pods: list[float], base: list[float]) -> str:
+    return (f"p50 {percentile(pods, 0.5) / percentile(base, 0.5):.2f}x  "
+            f"p99 {percentile(pods, 0.99) / percentile(base, 0.99):.2f}x")
+
+
+# --- baseline: the same two containers per pod, straight to the Docker Engine API -----------
+
+async def docker_call(api: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> Any:
+    response = await api.request(method, path, **kwargs)
+    if response.status_code >= 400:
+        raise RuntimeError(f"{method} {path}: {response.status_code} {response.text}")
+    return response.json() if response.content else None
+
+
+async def docker_pod(api: httpx.AsyncClient, name: str, label: str) -> float:
+    """Sandbox then app container, as the kubelet starts a one-container pod."""
+    labels = {"kubelite.bench": label}
     started = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(
-        "docker", "run", "-d", "--label", f"kubelite.bench={label}", "--name", name,
-        BUSYBOX_IMAGE, *COMMAND, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, stderr = await process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"docker run failed: {stderr.decode(errors='replace')}")
+    sandbox = await docker_call(api, "POST", "/containers/create", params={"name": f"{name}-pause"},
+                                json={"Image": PAUSE_IMAGE, "Labels": labels,
+                                      "HostConfig": {"NetworkMode": "bridge",
+                                                     "IpcMode": "shareable"}})
+    await docker_call(api, "POST", f"/containers/{sandbox['Id']}/start")
+    shared = f"container:{sandbox['Id']}"
+    app = await docker_call(api, "POST", "/containers/create", params={"name": f"{name}-app"},
+                            json={"Image": BUSYBOX_IMAGE, "Cmd": COMMAND, "Labels": labels,
+                                  "HostConfig": {"NetworkMode": shared, "IpcMode": shared}})
+    await docker_call(api, "POST", f"/containers/{app['Id']}/start")
     return time.perf_counter() - started
 
 
@@ -74,69 +112,91 @@ def remove_labelled(label: str) -> None:
             api.delete(f"/containers/{container['Id']}", params={"force": "true"})
 
 
-async def docker_run_latencies(count: int, label: str, *, burst: bool) -> list[float]:
+async def docker_pod_latencies(count: int, label: str, *, burst: bool) -> list[float]:
     names = [f"{label}-{'burst' if burst else 'seq'}-{i}" for i in range(count)]
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
     try:
-        if burst:
-            return list(await asyncio.gather(*(docker_run(n, label) for n in names)))
-        return [await docker_run(n, label) for n in names]
+        async with httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=DOCKER_SOCKET, limits=limits),
+                base_url="http://docker", timeout=120) as api:
+            if burst:
+                return list(await asyncio.gather(*(docker_pod(api, n, label) for n in names)))
+            return [await docker_pod(api, n, label) for n in names]
     finally:
         await asyncio.to_thread(remove_labelled, label)
 
 
-def pod_manifest(name: str, node: str) -> dict[str, Any]:
+# --- pods --------------------------------------------------------------------------------
+
+def plain_pod(name: str, node: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
                      "containers": [{"name": "app", "image": BUSYBOX_IMAGE, "command": COMMAND}]}}
 
 
-def is_running(pod: dict[str, Any]) -> bool:
-    status = pod.get("status") or {}
-    statuses = status.get("containerStatuses") or []
-    return status.get("phase") == "Running" and bool(statuses) and all(
-        s.get("ready") for s in statuses)
+def full_pod(name: str, node: str) -> dict[str, Any]:
+    """With probes and volumes in place: a TCP readiness probe every second, a configMap
+    volume and an emptyDir. (An exec probe is 50 `docker exec`s a second at 50 pods: on a
+    loaded 2-core machine those take longer than the probe's 1 s timeout and flap.)"""
+    pod = plain_pod(name, node)
+    pod["spec"]["volumes"] = [{"name": "config", "configMap": {"name": CONFIG_MAP}},
+                              {"name": "scratch", "emptyDir": {}}]
+    pod["spec"]["containers"][0].update({
+        "volumeMounts": [{"name": "config", "mountPath": "/config"},
+                         {"name": "scratch", "mountPath": "/scratch"}],
+        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 1}})
+    return pod
 
 
-class RunningWatcher:
-    """Records when each pod is first seen Running on one watch stream."""
+def is_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+class ReadyWatcher:
+    """Records when each pod is first seen Ready on one watch stream."""
 
     def __init__(self, client: ApiClient, node: str) -> None:
         self.client = client
         self.node = node
-        self.running_at: dict[str, float] = {}
+        self.ready_at: dict[str, float] = {}
         self.changed = asyncio.Event()
         self.ready = asyncio.Event()
 
     async def run(self) -> None:
-        listed = await self.client.list("pods", namespace="default",
-                                        field_selector=f"spec.nodeName={self.node}")
+        selector = f"spec.nodeName={self.node}"
+        listed = await self.client.list("pods", namespace="default", field_selector=selector)
         version = listed["metadata"]["resourceVersion"]
         self.ready.set()
         async for event in self.client.watch("pods", namespace="default",
-                                             resource_version=version,
-                                             field_selector=f"spec.nodeName={self.node}"):
+                                             resource_version=version, field_selector=selector):
             pod = event.get("object") or {}
             name = (pod.get("metadata") or {}).get("name", "")
-            if name and name not in self.running_at and is_running(pod):
-                self.running_at[name] = time.perf_counter()
+            if name and name not in self.ready_at and is_ready(pod):
+                self.ready_at[name] = time.perf_counter()
                 self.changed.set()
 
     async def wait_for(self, names: list[str], timeout: float = 300) -> None:
         async with asyncio.timeout(timeout):
-            while not all(n in self.running_at for n in names):
+            while not all(n in self.ready_at for n in names):
                 self.changed.clear()
                 await self.changed.wait()
 
 
-async def pod_latencies(client: ApiClient, watcher: RunningWatcher, node: str, prefix: str,
-                        count: int, *, burst: bool) -> list[float]:
+Manifest = Callable[[str, str], dict[str, Any]]
+
+
+async def pod_run(client: ApiClient, watcher: ReadyWatcher, node: str, prefix: str,
+                  count: int, manifest: Manifest, *, burst: bool) -> tuple[list[float], float]:
+    """Latencies create -> Ready, and the burst's throughput (pods/s, first create sent
+    -> last Ready); the pods are deleted and gone on return."""
     names = [f"{prefix}-{i}" for i in range(count)]
     created_at: dict[str, float] = {}
 
     async def create(name: str) -> None:
         created_at[name] = time.perf_counter()
-        await client.create("pods", pod_manifest(name, node), namespace="default")
+        await client.create("pods", manifest(name, node), namespace="default")
 
     if burst:
         await asyncio.gather(*(create(n) for n in names))
@@ -145,7 +205,8 @@ async def pod_latencies(client: ApiClient, watcher: RunningWatcher, node: str, p
         for name in names:
             await create(name)
             await watcher.wait_for([name])
-    latencies = [watcher.running_at[n] - created_at[n] for n in names]
+    latencies = [watcher.ready_at[n] - created_at[n] for n in names]
+    throughput = count / (max(watcher.ready_at[n] for n in names) - min(created_at.values()))
     await asyncio.gather(*(client.delete("pods", n, namespace="default") for n in names))
 
     async def all_gone() -> None:
@@ -157,67 +218,148 @@ async def pod_latencies(client: ApiClient, watcher: RunningWatcher, node: str, p
             await asyncio.sleep(0.5)
 
     await asyncio.wait_for(all_gone(), 300)
-    return latencies
+    return latencies, throughput
 
 
-async def bench(count: int) -> None:
+class Cluster:
+    """An apiserver + kubelet on the shared etcd, the recording on or off in both."""
+
+    def __init__(self, etcd: Etcd, workdir: Path, node: str, *, recording: bool) -> None:
+        env = {} if recording else {RECORDING_ENV: "off"}
+        tag = "on" if recording else "off"
+        self.server = ApiServer(etcd, workdir / f"recording-{tag}")
+        self.server.process.env = {**(self.server.process.env or {}), **env}
+        self.kubelet = KubeletProcess(self.server, workdir / f"recording-{tag}", node_name=node)
+        self.kubelet.process.env = {**(self.kubelet.process.env or {}), **env}
+        self.node = node
+
+    def start(self) -> Cluster:
+        self.server.start()
+        self.kubelet.start()
+        return self
+
+    def stop(self) -> None:
+        self.kubelet.stop()
+        self.server.stop()
+
+
+@contextlib.asynccontextmanager
+async def connected(cluster: Cluster, count: int) -> Any:
+    async with ApiClient(cluster.server.connection(), max_connections=count + 10) as client:
+        async def node_ready() -> None:
+            while True:
+                with contextlib.suppress(Exception):
+                    node = await client.get("nodes", cluster.node)
+                    if any(c.get("type") == "Ready" and c.get("status") == "True"
+                           for c in (node.get("status") or {}).get("conditions") or []):
+                        return
+                await asyncio.sleep(0.2)
+
+        await asyncio.wait_for(node_ready(), 60)
+        with contextlib.suppress(Exception):
+            await client.create("configmaps", {
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": CONFIG_MAP, "namespace": "default"},
+                "data": {"greeting": "hello"}}, namespace="default")
+        watcher = ReadyWatcher(client, cluster.node)
+        task = asyncio.create_task(watcher.run())
+        await watcher.ready.wait()
+        try:
+            yield client, watcher
+        finally:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+@contextlib.asynccontextmanager
+async def profiled(kubelet: KubeletProcess, path: str | None) -> Any:
+    """py-spy's on-CPU samples of the kubelet while the block runs, as collapsed stacks."""
+    if path is None:
+        yield
+        return
+    assert kubelet.process.proc is not None
+    py_spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    recorder = await asyncio.create_subprocess_exec(
+        py_spy, "record", "--pid", str(kubelet.process.proc.pid), "--format", "raw",
+        "--rate", "100", "--output", path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    await asyncio.sleep(1)  # attached
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        _, stderr = await recorder.communicate()
+        print(f"kubelet profile in {path} ({stderr.decode(errors='replace').strip()[-200:]})")
+
+
+async def bench(count: int, rounds: int, profile: str | None) -> None:
     ensure_docker()
     label = f"bench-{int(time.time())}"
     node = f"bench-node-{int(time.time())}"
-    baseline = await docker_run_latencies(count, label, burst=False)
-    baseline_burst = await docker_run_latencies(count, label, burst=True)
+    base_seq = await docker_pod_latencies(count, label, burst=False)
+    base_burst = await docker_pod_latencies(count, label, burst=True)
+    throughputs: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as tmp:
         etcd = Etcd(Path(tmp)).start()
-        server = ApiServer(etcd, Path(tmp)).start()
-        kubelet = KubeletProcess(server, Path(tmp), node_name=node).start()
-        watch_task: asyncio.Task[None] | None = None
+        cluster: Cluster | None = None
         try:
-            async with ApiClient(server.url) as client:
-                async def node_registered() -> None:
-                    while True:
-                        with contextlib.suppress(Exception):
-                            await client.get("nodes", node)
-                            return
-                        await asyncio.sleep(0.2)
-
-                await asyncio.wait_for(node_registered(), 60)
-                watcher = RunningWatcher(client, node)
-                watch_task = asyncio.create_task(watcher.run())
-                await watcher.ready.wait()
-                sequential = await pod_latencies(client, watcher, node, "seq", count,
-                                                 burst=False)
-                burst = await pod_latencies(client, watcher, node, "burst", count, burst=True)
+            cluster = Cluster(etcd, Path(tmp), node, recording=True).start()
+            async with connected(cluster, count) as (client, watcher):
+                seq, _ = await pod_run(client, watcher, node, "seq", count, plain_pod,
+                                       burst=False)
+                plain, _ = await pod_run(client, watcher, node, "plain", count, plain_pod,
+                                         burst=True)
+                async with profiled(cluster.kubelet, profile):
+                    full, full_rate = await pod_run(client, watcher, node, "full", count,
+                                                    full_pod, burst=True)
+            throughputs[True].append(full_rate)
+            for r in range(rounds):
+                for recording in ((False, True) if r + 1 < rounds else (False,)):
+                    cluster.stop()
+                    cluster = Cluster(etcd, Path(tmp), node, recording=recording).start()
+                    async with connected(cluster, count) as (client, watcher):
+                        _, rate = await pod_run(client, watcher, node,
+                                                f"rec-{recording}-{r}".lower(), count,
+                                                full_pod, burst=True)
+                    throughputs[recording].append(rate)
         except (httpx.HTTPError, TimeoutError) as e:
-            print(f"benchmark failed: {e}\n--- kubelet log tail ---\n{kubelet.log()[-3000:]}")
+            log = cluster.kubelet.log()[-3000:] if cluster else ""
+            print(f"benchmark failed: {e!r}\n--- kubelet log tail ---\n{log}")
             raise
         finally:
-            if watch_task is not None:
-                watch_task.cancel()
-                with contextlib.suppress(BaseException):
-                    await watch_task
-            kubelet.stop()
-            server.stop()
+            if cluster is not None:
+                cluster.stop()
             etcd.stop()
             remove_node_containers(node)
 
-    print(f"pod startup, {count} pods, image {BUSYBOX_IMAGE}")
-    print(f"  one at a time: docker run -d  {summary(baseline)}")
-    print(f"  one at a time: pod            {summary(sequential)}")
-    print(f"  {count} at once:   docker run -d  {summary(baseline_burst)}")
-    print(f"  {count} at once:   pod            {summary(burst)}")
-    for what, pods, runs in (("one at a time", sequential, baseline),
-                             (f"{count} at once", burst, baseline_burst)):
-        print(f"  ratio pod / docker run, {what}: "
-              f"p50 {percentile(pods, 0.5) / percentile(runs, 0.5):.2f}x  "
-              f"p99 {percentile(pods, 0.99) / percentile(runs, 0.99):.2f}x")
+    print(f"pod startup, {count} pods, images {PAUSE_IMAGE} + {BUSYBOX_IMAGE}")
+    print(f"  one at a time: docker API sandbox+app  {summary(base_seq)}")
+    print(f"  one at a time: plain pod               {summary(seq)}")
+    print(f"  {count} at once:   docker API sandbox+app  {summary(base_burst)}")
+    print(f"  {count} at once:   plain pod               {summary(plain)}")
+    print(f"  {count} at once:   probe+volumes pod       {summary(full)}")
+    print(f"  ratio plain pod / docker API, one at a time: {ratio(seq, base_seq)}")
+    print(f"  ratio plain pod / docker API, {count} at once:   {ratio(plain, base_burst)}")
+    print(f"  ratio probe+volumes pod / docker API, {count} at once: {ratio(full, base_burst)}")
+    on, off = statistics.mean(throughputs[True]), statistics.mean(throughputs[False])
+    print(f"  throughput, {count} probe+volumes pods at once: recording on "
+          f"{' '.join(f'{t:.2f}' for t in throughputs[True])} pods/s (mean {on:.2f}), off "
+          f"{' '.join(f'{t:.2f}' for t in throughputs[False])} pods/s (mean {off:.2f}); "
+          f"recording costs {(1 - on / off) * 100:+.1f}%")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="recording-off bursts (each but the last followed by one on)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="py-spy record the kubelet during the first probe+volumes burst "
+                             "into FILE (collapsed stacks; py-spy must be on PATH or in the "
+                             "venv)")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods))
+    asyncio.run(bench(args.pods, args.rounds, args.profile))
 
 
 if __name__ == "__main__":

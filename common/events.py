@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from common import timeline
 from common.client import ApiClient
 from common.errors import AlreadyExists, NotFound
 from common.timestamps import micro_time, rfc3339
@@ -89,7 +90,7 @@ def make_event(*, name: str, namespace: str, involved: dict[str, str], type_: st
         "count": count,
         "firstTimestamp": first_timestamp,
         "lastTimestamp": last_timestamp,
-        "eventTime": event_time,
+        "eventTime": event_time if timeline.RECORDING else None,
         "action": action or reason,
         "reportingComponent": source.get("component", ""),
         "reportingInstance": reporting_instance(source),

@@ -24,6 +24,7 @@ Where the instants come from, most precise first:
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,12 @@ KUBELET_SEEN_REVISION = PREFIX + "kubelet-seen-revision"  # the pod's resourceVe
 SANDBOX_READY = PREFIX + "sandbox-ready"
 UNSCHEDULABLE_NODES = "scheduler.kubelite.io/unschedulable-nodes"
 
+# For bench/bench_pod_startup.py only (it measures what the recording costs): with
+# KUBELITE_TIMELINE=off in its environment, a component stamps none of the annotations
+# above and writes its Events without eventTime (as client-go's core/v1 recorder does).
+RECORDING_ENV = "KUBELITE_TIMELINE"
+RECORDING = os.environ.get(RECORDING_ENV, "on") != "off"
+
 CLIENT, APISERVER, ETCD, SCHEDULER, KUBELET, DOCKER = (
     "client", "apiserver", "etcd", "scheduler", "kubelet", "docker")
 LANES = (CLIENT, APISERVER, ETCD, SCHEDULER, KUBELET, DOCKER)
@@ -55,6 +62,8 @@ def scheduling_instants(waited_seconds: float, cycle_started: float, *,
                         now: float | None = None) -> dict[str, str]:
     """The scheduler's annotations: when the pod was queued (`waited_seconds` ago), when
     this cycle started and when it decided (now), as MicroTimes."""
+    if not RECORDING:
+        return {}
     decided = time.time() if now is None else now
     return {QUEUED: micro_time(decided - waited_seconds), CYCLE_STARTED: micro_time(cycle_started),
             DECIDED: micro_time(decided)}

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from common import timeline
 from common.timestamps import micro_time
 from kubelet.runtime import pod_ref
 
@@ -50,6 +51,8 @@ class EventSink:
     def note(self, uid: str, key: str, value: str | None = None) -> None:
         """Remember, for the Events about pod `uid`, the annotation `key`: `value`, by
         default the instant now (a MicroTime)."""
+        if not timeline.RECORDING:
+            return
         self.instants.setdefault(uid, {})[key] = micro_time() if value is None else value
         self.instants.move_to_end(uid)
         while len(self.instants) > MAX_NOTED_PODS:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kubelet.runtime import (
+    SETTLED_STATES,
     ContainerInfo,
     ContainerState,
     ContainerSummary,
@@ -37,10 +38,6 @@ log = logging.getLogger(__name__)
 RELIST_SECONDS = 1.0
 INSPECT_CONCURRENCY = 8
 
-# States after which a container's inspect data no longer changes while its listed
-# state stays the same. A "created" container may have failed to start without its
-# listed state moving, so it is always inspected again.
-_SETTLED_STATES: tuple[ContainerState, ...] = ("running", "exited")
 
 
 @dataclass(frozen=True)
@@ -144,7 +141,7 @@ class Pleg:
 
     async def _inspect(self, summary: ContainerSummary) -> ContainerInfo | SandboxInfo | None:
         seen = self._inspected.get(summary.id)
-        if seen is not None and seen[0] == summary.state and summary.state in _SETTLED_STATES:
+        if seen is not None and seen[0] == summary.state and summary.state in SETTLED_STATES:
             return seen[1]
         async with self._limit:
             info = await self.runtime.inspect(summary)

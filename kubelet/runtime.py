@@ -38,6 +38,10 @@ TYPE_CONTAINER = "container"
 SANDBOX_CONTAINER_NAME = "POD"
 
 ContainerState = Literal["created", "running", "exited", "unknown"]
+# States after which a container's inspect data no longer changes while its listed
+# state stays the same. A "created" container may have failed to start without its
+# listed state moving, so it is always inspected again.
+SETTLED_STATES: tuple[ContainerState, ...] = ("running", "exited")
 
 
 @dataclass(frozen=True)

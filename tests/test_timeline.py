@@ -341,6 +341,25 @@ def test_created_annotation_is_stamped_by_the_creates_admission() -> None:
     assert pod["spec"]["tolerations"]  # DefaultTolerationSeconds still
 
 
+def test_recording_off_stamps_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """KUBELITE_TIMELINE=off (bench_pod_startup.py's recording-off run): no annotation
+    from the apiserver, the scheduler or the kubelet, no Event eventTime; the rest alike."""
+    from apiserver.resources.pods import PODS
+    monkeypatch.setattr(timeline, "RECORDING", False)
+    pod: dict[str, Any] = {"metadata": {"annotations": {"a": "b"}}, "spec": {"containers": []}}
+    PODS.admit(pod)
+    assert pod["metadata"]["annotations"] == {"a": "b"}
+    assert pod["spec"]["tolerations"]
+    assert timeline.scheduling_instants(0.5, 1767225600.75, now=1767225601.0) == {}
+    sink = EventSink(None)
+    sink.note("u1", timeline.KUBELET_SEEN)
+    assert not sink.instants
+    event = make_event(name="p.1", namespace="d", involved={}, type_="Normal",
+                       reason="Started", message="m", source={"component": "kubelet"},
+                       count=1, first_timestamp="x", last_timestamp="x", event_time="y")
+    assert event["eventTime"] is None and event["reason"] == "Started"
+
+
 # --- the plugin's pure parts --------------------------------------------------------------
 
 def test_targets() -> None:

@@ -70,8 +70,9 @@ def admit_create(pod: dict[str, Any]) -> None:
     `kubectl timeline` starts the pod's diagram."""
     default_toleration_seconds(pod)
     metadata = pod.setdefault("metadata", {})
-    metadata["annotations"] = {**(metadata.get("annotations") or {}),
-                               timeline.CREATED: micro_time()}
+    if timeline.RECORDING:
+        metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                                   timeline.CREATED: micro_time()}
 
 
 def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:

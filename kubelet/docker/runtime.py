@@ -11,7 +11,7 @@ import secrets
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -27,6 +27,7 @@ from kubelet.docker.convert import (
 from kubelet.env import EnvError, PodContext
 from kubelet.runtime import (
     LABEL_POD_UID,
+    SETTLED_STATES,
     ContainerExtras,
     ContainerInfo,
     ContainerSummary,
@@ -59,6 +60,8 @@ from kubelet.termination import (
 
 log = logging.getLogger(__name__)
 
+Inspected = TypeVar("Inspected", ContainerInfo, SandboxInfo)
+
 
 class DockerRuntime:
     """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
@@ -73,6 +76,8 @@ class DockerRuntime:
         # Where the containers' termination-log files live ("": none are mounted).
         self.pods_dir = pods_dir
         self._messages: dict[str, str] = {}  # exited container id -> termination message
+        # container id -> its inspect, taken while listed in that settled state
+        self._settled: dict[str, ContainerInfo | SandboxInfo] = {}
         # For the env's fieldRefs (status.hostIP) and resourceFieldRefs (unset limits).
         self.node_ip = node_ip
         self.allocatable = dict(allocatable or {})
@@ -94,28 +99,49 @@ class DockerRuntime:
 
     async def list_summaries(self) -> list[ContainerSummary]:
         listed = await self.client.list_containers(labels=node_selector_labels(self.node_name))
-        return [summary_from_list(item) for item in listed]
+        summaries = [summary_from_list(item) for item in listed]
+        present = {summary.id for summary in summaries}
+        for gone in [cid for cid in self._settled if cid not in present]:
+            del self._settled[gone]  # removed, by us or behind our back
+        return summaries
 
     async def observe_pod(self, pod_uid: str) -> PodObservation:
         labels = {**node_selector_labels(self.node_name), LABEL_POD_UID: pod_uid}
         listed = await self.client.list_containers(labels=labels)
-        found = [await self.inspect(summary_from_list(item)) for item in listed]
+        found = await asyncio.gather(*(self._inspect_listed(summary_from_list(item))
+                                       for item in listed))
         return build_observation(item for item in found if item is not None)
+
+    async def _inspect_listed(self, summary: ContainerSummary
+                              ) -> ContainerInfo | SandboxInfo | None:
+        """`inspect` of a container just listed, reusing what an earlier inspect said when
+        the list still shows it in the settled state (running or exited) that inspect saw:
+        while that holds, what the kubelet reads from an inspect cannot change (the PLEG's
+        rule too)."""
+        settled = self._settled.get(summary.id)
+        if settled is not None and settled.state == summary.state:
+            return settled
+        return await self.inspect(summary)
 
     async def inspect(self, summary: ContainerSummary) -> ContainerInfo | SandboxInfo | None:
         data = await self.client.inspect_container(summary.id)
         if data is None:  # removed between list and inspect
             return None
         if summary.is_sandbox:
-            return sandbox_from_inspect(data)
+            return self._remember(sandbox_from_inspect(data))
         info = container_from_inspect(data)
         if info.state != "exited":
-            return info
+            return self._remember(info)
         message = self._messages.get(info.id)
         if message is None:
             message = await self._termination_message(info, data)
             self._messages[info.id] = message  # an exited container never changes
-        return dataclasses.replace(info, termination_message=message)
+        return self._remember(dataclasses.replace(info, termination_message=message))
+
+    def _remember(self, info: Inspected) -> Inspected:
+        if info.state in SETTLED_STATES:
+            self._settled[info.id] = info
+        return info
 
     async def _termination_message(self, info: ContainerInfo, data: Mapping[str, Any]) -> str:
         """getTerminationMessage: the file, else (FallbackToLogsOnError, failed) the logs."""
@@ -243,6 +269,7 @@ class DockerRuntime:
         data = await self.client.inspect_container(container_id) if self.pods_dir else None
         await self.client.remove_container(container_id, force=True)
         self._messages.pop(container_id, None)
+        self._settled.pop(container_id, None)
         path = message_file(data) if data is not None else ""
         if path.startswith(self.pods_dir + os.sep):
             await asyncio.to_thread(_remove_file, path, self.pods_dir)
