@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import orjson
 
 from common.errors import ApiError, Gone, error_from_status
 from common.kubeconfig import Connection, plain
@@ -119,12 +120,18 @@ def raise_for_status(response: httpx.Response, body: bytes) -> None:
         raise error_from_response(response, body) from e
 
 
+def loads(data: str | bytes) -> Any:
+    """JSON from the apiserver, with orjson (the informers decode every watch event with
+    it). Kubernetes' integers are int64, which orjson decodes exactly."""
+    return orjson.loads(data)
+
+
 def decode_watch_line(line: str) -> dict[str, Any] | None:
     """One watch event from one line of the stream; None for a blank keep-alive line."""
     line = line.strip()
     if not line:
         return None
-    event = json.loads(line)
+    event = loads(line)
     if not isinstance(event, dict) or "type" not in event:
         raise ValueError(f"not a watch event: {line[:200]}")
     return event
@@ -190,7 +197,7 @@ class ApiClient:
         raise_for_status(response, response.content)
         if not response.content:
             return {}
-        decoded = response.json()
+        decoded = loads(response.content)
         if not isinstance(decoded, dict):
             raise ValueError(f"{method} {path}: expected a JSON object, got {decoded!r:.200}")
         return decoded

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from common import ApiClient
+from common.client import decode_watch_line
 from common.errors import (
     AlreadyExists,
     ApiError,
@@ -461,3 +462,22 @@ async def test_watch_ends_when_its_timeout_is_over(client: ApiClient) -> None:
 
 async def collect_nodes(client: ApiClient, **options: Any) -> list[dict]:
     return [event async for event in client.watch("nodes", **options)]
+
+
+@pytest.mark.parametrize("line, event", [
+    ('{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"é"}}}',
+     {"type": "ADDED", "object": {"kind": "Pod", "metadata": {"name": "é"}}}),
+    # Kubernetes' integers are int64: both ends decode exactly
+    ('{"type":"MODIFIED","object":{"n":9223372036854775807,"m":-9223372036854775808}}',
+     {"type": "MODIFIED", "object": {"n": 9223372036854775807, "m": -9223372036854775808}}),
+    ("   ", None),
+])
+def test_watch_lines_decode_with_orjson(
+        line: str, event: dict[str, Any] | None) -> None:
+    assert decode_watch_line(line) == event
+
+
+@pytest.mark.parametrize("line", ['{"type":', '["ADDED"]', '{"object":{}}'])
+def test_a_broken_watch_line_is_a_value_error(line: str) -> None:
+    with pytest.raises(ValueError):
+        decode_watch_line(line)
