@@ -16,19 +16,7 @@
 local here = debug.getinfo(1, "S").source:sub(2):match("(.*/)") or "./"
 package.path = here .. "?.lua;" .. package.path
 local report = require("wrk_report")
-local ffi = require("ffi")
-
-ffi.cdef [[
-typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
-int clock_gettime(int clk_id, bench_timespec *tp);
-]]
-local CLOCK_MONOTONIC = 1
-local ts = ffi.new("bench_timespec")
-
-local function now()
-  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
-  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) / 1e9
-end
+local now = report.now
 
 setup = report.setup
 done = report.done

@@ -5,6 +5,20 @@
 -- `non2xx` is the sum of the threads' `non2xx` counters when the script counts them in
 -- response() (wrk_create.lua), else wrk's own count of statuses >= 400.
 local report = {}
+local ffi = require("ffi")
+
+ffi.cdef [[
+typedef struct { long tv_sec; long tv_nsec; } bench_timespec;
+int clock_gettime(int clk_id, bench_timespec *tp);
+]]
+local CLOCK_MONOTONIC = 1
+local ts = ffi.new("bench_timespec")
+
+-- CLOCK_MONOTONIC in seconds: the instants the scripts report (comparable across threads)
+function report.now()
+  ffi.C.clock_gettime(CLOCK_MONOTONIC, ts)
+  return tonumber(ts.tv_sec) + tonumber(ts.tv_nsec) / 1e9
+end
 
 local threads = {}
 
