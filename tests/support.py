@@ -561,6 +561,13 @@ class Kubectl:
         else:
             self.kubeconfig.write_text(plain_kubeconfig(server))
 
+    def apply_pod(self, name: str, spec: dict[str, Any], *, namespace: str = "default") -> str:
+        """`kubectl apply -f -` of a Pod with this spec; its name."""
+        manifest = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+        self.run("apply", "-f", "-", stdin=json.dumps(manifest))
+        return name
+
     def run(self, *args: str, check: bool = True, stdin: str | None = None,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(

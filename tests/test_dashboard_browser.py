@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from playwright.sync_api import Locator, Page, expect, sync_playwright
 
 from tests import readme
@@ -49,12 +48,7 @@ class Dashboard:
     errors: list[str]
 
     def create(self, name: str, spec: dict[str, Any]) -> str:
-        manifest = {"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": "default"}, "spec": spec}
-        path = self.workdir / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(manifest))
-        self.kubectl("apply", "-f", str(path))
-        return name
+        return self.kubectl.apply_pod(name, spec)
 
     def row(self, name: str) -> Locator:
         return self.page.locator(f'#pods tr[data-pod="default/{name}"]')

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from tests import readme
 from tests.docker_support import BUSYBOX_IMAGE, UNREACHABLE_IMAGE, docker_cluster
@@ -39,12 +38,7 @@ class Cluster:
     workdir: Path
 
     def create(self, name: str, spec: dict[str, Any]) -> str:
-        manifest = {"apiVersion": "v1", "kind": "Pod",
-                    "metadata": {"name": name, "namespace": "default"}, "spec": spec}
-        path = self.workdir / f"{name}.yaml"
-        path.write_text(yaml.safe_dump(manifest))
-        self.kubectl("apply", "-f", str(path))
-        return name
+        return self.kubectl.apply_pod(name, spec)
 
     def timeline(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """`kubectl timeline ARGS`, as a user runs it: kubectl on PATH next to the plugin,
