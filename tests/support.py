@@ -57,6 +57,17 @@ def free_port() -> int:
     raise RuntimeError(f"no free loopback port in {_TEST_PORTS}")
 
 
+_children: list[Process] = []
+
+
+@atexit.register
+def _stop_children() -> None:
+    """A fixture whose start failed (its readiness wait raised) never reaches its stop:
+    the test session still ends with none of its processes left running."""
+    for child in _children:
+        child.stop(timeout=5)
+
+
 class Process:
     """A child process in its own process group, with its output in a log file."""
 
@@ -75,6 +86,7 @@ class Process:
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
                                      cwd=REPO, env=env, start_new_session=True)
         log.close()
+        _children.append(self)
         return self
 
     @property
