@@ -327,10 +327,11 @@ def test_run_it_rm_talks_to_the_new_pod_and_removes_it(
         kubectl, "run", name, "-it", "--rm", "--restart=Never", f"--image={BUSYBOX_IMAGE}",
         f"--overrides={overrides}", "--", "sh", "-c",
         # kubectl sends the terminal's size and the typed line on their own streams, in no
-        # set order: the size must arrive, but may come after the line (busybox's stty
-        # prints nothing to stdout for a 0x0 terminal)
-        "read line; echo got $line; until stty size 2>/dev/null | grep -q .; do sleep 0.1; "
-        "done; stty size", env=env, typed=b"hello\n", rows=30, columns=90, timeout=90,
+        # set order, and an attach first sends the size plus one (to make the remote
+        # redraw): the shell waits, up to the test's timeout, for the terminal's own size
+        "read line; echo got $line; until [ \"$(stty size 2>/dev/null)\" = '30 90' ]; do "
+        "sleep 0.1; done; stty size", env=env, typed=b"hello\n", rows=30, columns=90,
+        timeout=90,
         after=b"If you don't see a command prompt")
     assert code == 0, output
     assert "got hello\n" in output and "30 90\n" in output, output
