@@ -21,7 +21,7 @@ RUN python3 -m venv /opt/kubelite \
     else \
         pip install --no-cache-dir .; \
     fi \
- && python -c "import apiserver, scheduler, kubelet, common, controller_manager"
+ && python -c "import apiserver, scheduler, kubelet, common, controller_manager, kube_proxy, cluster_dns"
 
 # The compose file picks the component; the kubelet runs under
 # hack/kubelet_entrypoint.py, which removes its pods' containers when it is stopped.

@@ -66,8 +66,8 @@ fuzz: venv deps
 	KUBELITE_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest tests/test_fuzz.py -q $(PYTEST_ARGS)
 
 lint: venv
-	$(VENV)/bin/ruff check apiserver scheduler kubelet common controller_manager tests bench hack
-	$(VENV)/bin/mypy apiserver scheduler kubelet common controller_manager hack/up.py hack/up_console.py \
+	$(VENV)/bin/ruff check apiserver scheduler kubelet common controller_manager kube_proxy cluster_dns tests bench hack
+	$(VENV)/bin/mypy apiserver scheduler kubelet common controller_manager kube_proxy cluster_dns hack/up.py hack/up_console.py \
 		hack/pod_containers.py hack/kubelet_entrypoint.py
 
 up: venv docker-ready

@@ -11,6 +11,9 @@ writes what is missing under DIR (existing files are kept, so it runs on every s
     admin.crt/.key                             CN kubernetes-admin, O system:masters
     scheduler.crt/.key                         CN system:kube-scheduler
     controller-manager.crt/.key                CN system:kube-controller-manager
+    kube-proxy.crt/.key                        CN system:kube-proxy (kubeadm gives kube-proxy
+                                               a ServiceAccount; a host process gets a cert)
+    kube-dns.crt/.key                          CN system:kube-dns, the cluster DNS's watcher
     kubelet-client-NODE.crt/.key               CN system:node:NODE, O system:nodes
     kubelet-NODE.crt/.key                      the kubelet's serving certificate, signed
                                                by the cluster CA as k3s does (kubeadm's is
@@ -24,7 +27,7 @@ writes what is missing under DIR (existing files are kept, so it runs on every s
     apiserver-etcd-client.crt/.key             CN kube-apiserver-etcd-client (etcd CA)
 
 and, with --server, a kubeconfig per identity (admin.conf, scheduler.conf,
-controller-manager.conf, kubelet-NODE.conf) with the CA and the client certificate
+controller-manager.conf, kube-proxy.conf, kube-dns.conf, kubelet-NODE.conf) with the CA and the client certificate
 embedded, as kubeadm's admin.conf has them.
 
 Keys are ECDSA P-256 (kubeadm's `encryptionAlgorithm: ECDSA-P256`); sa.key is RSA, as
@@ -165,6 +168,8 @@ def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[
         CertSpec("admin", "kubernetes-admin", (MASTERS,), client=True),
         CertSpec("scheduler", "system:kube-scheduler", client=True),
         CertSpec("controller-manager", "system:kube-controller-manager", client=True),
+        CertSpec("kube-proxy", "system:kube-proxy", client=True),
+        CertSpec("kube-dns", "system:kube-dns", client=True),
         # etcd's, signed by its own CA (kubeadm's `certs etcd-*` phases): etcd trusts
         # that CA only, so the cluster's certificates (admin's too) cannot reach it
         CertSpec("etcd/server", "kube-etcd", server=True, client=True,
@@ -192,6 +197,8 @@ def identities(nodes: Sequence[str]) -> list[Identity]:
             Identity("scheduler.conf", "system:kube-scheduler", "scheduler"),
             Identity("controller-manager.conf", "system:kube-controller-manager",
                      "controller-manager"),
+            Identity("kube-proxy.conf", "system:kube-proxy", "kube-proxy"),
+            Identity("kube-dns.conf", "system:kube-dns", "kube-dns"),
             *(Identity(f"kubelet-{n}.conf", f"system:node:{n}", f"kubelet-client-{n}")
               for n in nodes)]
 

@@ -10,6 +10,12 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # wrk: the HTTP load of bench/bench_apiserver.py (a Python client saturates first)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+# iptables (docker.io brings it too) and conntrack: kube-proxy's iptables proxier, which
+# programs the nat table with iptables-restore and clears stale UDP flows as kube-proxy does
+command -v iptables-restore >/dev/null 2>&1 || missing+=(iptables)
+command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
+# dnsmasq-base: the cluster DNS server (the binary alone, no system service), fed from the API
+command -v dnsmasq >/dev/null 2>&1 || [ -x /usr/sbin/dnsmasq ] || missing+=(dnsmasq-base)
 # chromium: the real browser tests/test_dashboard_browser.py drives through Playwright
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then

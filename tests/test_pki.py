@@ -42,6 +42,8 @@ def usages(c: x509.Certificate) -> set[x509.ObjectIdentifier]:
     ("admin", "kubernetes-admin", ["system:masters"]),
     ("scheduler", "system:kube-scheduler", []),
     ("controller-manager", "system:kube-controller-manager", []),
+    ("kube-proxy", "system:kube-proxy", []),
+    ("kube-dns", "system:kube-dns", []),
     ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []),  # kubeadm 1.37+
     ("kubelet-client-node1", "system:node:node1", ["system:nodes"]),
     ("kubelet-client-node2", "system:node:node2", ["system:nodes"]),
@@ -142,6 +144,7 @@ def test_a_kubeconfig_embeds_the_ca_and_the_client_certificate(pki_dir: Path,
                                                                tmp_path: Path) -> None:
     paths = pki.write_kubeconfigs(pki_dir, tmp_path, NODES, server="https://127.0.0.1:6443")
     assert [p.name for p in paths] == ["admin.conf", "scheduler.conf", "controller-manager.conf",
+                                       "kube-proxy.conf", "kube-dns.conf",
                                        "kubelet-node1.conf", "kubelet-node2.conf"]
     config = yaml.safe_load((tmp_path / "admin.conf").read_text())
     assert config["current-context"] == "kubernetes-admin@kubernetes"

@@ -1,0 +1,1 @@
+"""Cluster DNS: a watcher that feeds Services and their endpoints to dnsmasq."""
