@@ -38,8 +38,9 @@ async def bitmap(etcd: Etcd, name: str) -> set[int]:
         return set()
     stored = json.loads(base64.b64decode(kvs[0]["value"]))
     assert stored["kind"] == "RangeAllocation"
-    bits = int.from_bytes(base64.b64decode(stored["data"]), "big")
-    return {i for i in range(bits.bit_length()) if bits >> i & 1}
+    raw = base64.b64decode(stored["data"])  # big.Int.Bytes(): big-endian, bit i = offset i
+    return {(len(raw) - 1 - index) * 8 + bit for index, byte in enumerate(raw) if byte
+            for bit in range(8) if byte >> bit & 1}
 
 
 def ip_offset(ip: str) -> int:
