@@ -222,6 +222,8 @@ def test_kubectl_create_service_get_wide_and_describe(kubectl: Kubectl,
     cluster, node = unique("kc-cluster"), unique("kc-node")
     kubectl("create", "service", "clusterip", cluster, "--tcp=80:8080", "--tcp=443:8443")
     kubectl("create", "service", "nodeport", node, "--tcp=80:8080", "--node-port=30123")
+    balancer = unique("kc-lb")
+    kubectl("create", "service", "loadbalancer", balancer, "--tcp=443:8443")
     rows = {row[0]: row for row in table_lines(kubectl("get", "svc", "-o", "wide"))}
     assert rows["NAME"] == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE",
                             "SELECTOR"]
@@ -231,6 +233,9 @@ def test_kubectl_create_service_get_wide_and_describe(kubectl: Kubectl,
     assert rows[node][1] == "NodePort" and rows[node][4] == "80:30123/TCP"
     assert rows[node][6] == f"app={node}"
     assert rows["kubernetes"][1:5] == ["ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    # no cloud fills status.loadBalancer: kube leaves the external IP pending too
+    assert rows[balancer][1] == "LoadBalancer" and rows[balancer][3] == "<pending>"
+    assert re.fullmatch(r"443:3\d{4}/TCP", rows[balancer][4])
     described = kubectl("describe", "svc", node)
     assert f"Name:                     {node}" in described
     assert f"IP:                       {rows[node][2]}" in described
@@ -238,7 +243,7 @@ def test_kubectl_create_service_get_wide_and_describe(kubectl: Kubectl,
     assert "Endpoints:                <none>" in described
     kubernetes_described = kubectl("describe", "svc", "kubernetes")
     assert re.search(rf"Endpoints:\s+127\.0\.0\.1:{apiserver.port}\n", kubernetes_described)
-    kubectl("delete", "svc", cluster, node)
+    kubectl("delete", "svc", cluster, node, balancer)
 
 
 def test_kubectl_expose_deployment_and_pod(kubectl: Kubectl) -> None:
@@ -333,3 +338,44 @@ def test_view_edit_admin_cover_services_and_endpointslices(kubectl: Kubectl) -> 
     assert kubectl.run("auth", "can-i", "create", "services", "-n", "default", "--as", user,
                        check=False).stdout.strip() == "yes"
     kubectl("delete", "rolebinding", user, f"{user}-edit", "--namespace=default")
+
+
+# --- apply, get all, OpenAPI -------------------------------------------------------------------
+
+def test_kubectl_apply_twice_keeps_the_allocations(kubectl: Kubectl, tmp_path: Path) -> None:
+    name = unique("applied")
+    manifest = tmp_path / "svc.json"
+
+    def apply(ports: list[dict[str, Any]]) -> dict[str, Any]:
+        manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "Service",
+                                        "metadata": {"name": name},
+                                        "spec": {"type": "NodePort", "selector": {"app": name},
+                                                 "ports": ports}}))
+        kubectl("apply", "-f", str(manifest))
+        return json.loads(kubectl("get", "svc", name, "-o", "json"))
+
+    first = apply([{"name": "http", "port": 80, "targetPort": 8080}])
+    second = apply([{"name": "http", "port": 80, "targetPort": 8080},
+                    {"name": "metrics", "port": 9090}])
+    assert second["spec"]["clusterIP"] == first["spec"]["clusterIP"]
+    ports = {p["name"]: p for p in second["spec"]["ports"]}
+    assert ports["http"]["nodePort"] == first["spec"]["ports"][0]["nodePort"]
+    assert ports["metrics"]["nodePort"] != ports["http"]["nodePort"]
+    assert ports["metrics"]["targetPort"] == 9090
+    everything = table_lines(kubectl("get", "all"))
+    assert any(row[0] == f"service/{name}" for row in everything)
+    both = kubectl("get", "svc,endpointslices", "-o", "name")
+    assert f"service/{name}" in both.split()
+    assert "endpointslice.discovery.k8s.io/kubernetes" in both.split()
+    kubectl("delete", "-f", str(manifest))
+
+
+async def test_openapi_documents(http: httpx.AsyncClient) -> None:
+    core = (await http.get("/openapi/v3/api/v1")).json()
+    service = core["components"]["schemas"]["io.k8s.api.core.v1.Service"]
+    assert service["x-kubernetes-group-version-kind"] == [
+        {"group": "", "version": "v1", "kind": "Service"}]
+    assert "/api/v1/namespaces/{namespace}/services/{name}/status" in core["paths"]
+    discovery = (await http.get("/openapi/v3/apis/discovery.k8s.io/v1")).json()
+    slice_schema = discovery["components"]["schemas"]["io.k8s.api.discovery.v1.EndpointSlice"]
+    assert set(slice_schema["properties"]) >= {"addressType", "endpoints", "ports"}
