@@ -7,11 +7,11 @@
   between) and is freed only once it has been seen leaked on LEAK_PASSES passes in a row,
   as kube waits numRepairsBeforeLeakCleanup passes: an allocation in flight on another
   apiserver (taken, its Service not written yet) is never freed under it.
-- The `kubernetes` Service in `default` (kube's controlplane kubernetesservice controller):
-  ClusterIP the first address of the range, port `https` 443 to the apiserver's secure
-  port, labels component=apiserver and provider=kubernetes; and its EndpointSlice, the
-  apiserver's advertise address, which the apiserver writes itself as kube's endpoint
-  reconciler does.
+- The `kubernetes` Service in `default` (kube's controlplane kubernetesservice controller,
+  every 10 s): ClusterIP the first address of the range, port `https` 443 to the
+  apiserver's secure port, labels component=apiserver and provider=kubernetes; and its
+  EndpointSlice, the apiserver's advertise address, which the apiserver writes itself as
+  kube's endpoint reconciler does.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ log = logging.getLogger("apiserver")
 
 LEAK_PASSES = 3
 DEFAULT_REPAIR_INTERVAL = 180.0  # kube's repair controllers run every 3 minutes
+KUBERNETES_SERVICE_INTERVAL = 10.0  # kube's kubernetesservice controller's EndpointInterval
 KUBERNETES = "kubernetes"
 DEFAULT_NAMESPACE = "default"
 MANAGER = "kube-apiserver"
@@ -265,10 +266,21 @@ class ServiceControlPlane:
     async def _run(self) -> None:
         repair = Repair(self.registry, self.ranges)
         await self._until_ok(repair.run_once, "Service allocation repair")
+        loops = [self._repair_after(repair)]
         if self.secure_port:
-            await self._until_ok(self._reconcile_kubernetes, "the kubernetes Service")
+            loops.append(self._keep_kubernetes_service())
+        await asyncio.gather(*loops)
+
+    async def _repair_after(self, repair: Repair) -> None:
         await asyncio.sleep(self.repair_interval)
         await repair.run(self.repair_interval)
+
+    async def _keep_kubernetes_service(self) -> None:
+        """Reconciled at start and then every KUBERNETES_SERVICE_INTERVAL, as kube's
+        controller does: deleted or changed, it comes back."""
+        while True:
+            await self._until_ok(self._reconcile_kubernetes, "the kubernetes Service")
+            await asyncio.sleep(KUBERNETES_SERVICE_INTERVAL)
 
     async def _reconcile_kubernetes(self) -> None:
         await reconcile_kubernetes_service(self.registry, self.ranges, self.secure_port)

@@ -379,3 +379,19 @@ async def test_openapi_documents(http: httpx.AsyncClient) -> None:
     discovery = (await http.get("/openapi/v3/apis/discovery.k8s.io/v1")).json()
     slice_schema = discovery["components"]["schemas"]["io.k8s.api.discovery.v1.EndpointSlice"]
     assert set(slice_schema["properties"]) >= {"addressType", "endpoints", "ports"}
+
+
+async def test_a_deleted_kubernetes_service_comes_back(http: httpx.AsyncClient) -> None:
+    async def found() -> dict[str, Any] | None:
+        answer = await http.get(f"{SERVICES}/kubernetes")
+        return answer.json() if answer.status_code == 200 else None
+
+    old = await eventually(found)
+    assert (await http.delete(f"{SERVICES}/kubernetes")).status_code == 200
+
+    async def recreated() -> dict[str, Any] | None:
+        again = await found()
+        return again if again and again["metadata"]["uid"] != old["metadata"]["uid"] else None
+
+    again = await eventually(recreated, timeout=40, what="the kubernetes Service back")
+    assert again["spec"]["clusterIP"] == "10.96.0.1"
