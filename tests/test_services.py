@@ -395,3 +395,22 @@ async def test_a_deleted_kubernetes_service_comes_back(http: httpx.AsyncClient) 
 
     again = await eventually(recreated, timeout=40, what="the kubernetes Service back")
     assert again["spec"]["clusterIP"] == "10.96.0.1"
+
+
+async def test_deleting_the_namespace_gives_its_services_allocations_back(
+        http: httpx.AsyncClient, etcd: Etcd) -> None:
+    namespace = unique("svc-ns")
+    assert (await http.post("/api/v1/namespaces", json={"metadata": {"name": namespace}})
+            ).status_code == 201
+    made = await http.post(f"/api/v1/namespaces/{namespace}/services",
+                           json=svc("web", type="NodePort"))
+    assert made.status_code == 201, made.text
+    ip, port = made.json()["spec"]["clusterIP"], made.json()["spec"]["ports"][0]["nodePort"]
+    assert ip_offset(ip) in await bitmap(etcd, "serviceips")
+    await http.delete(f"/api/v1/namespaces/{namespace}")
+
+    async def released() -> bool:
+        return (ip_offset(ip) not in await bitmap(etcd, "serviceips")
+                and port_offset(port) not in await bitmap(etcd, "servicenodeports"))
+
+    await eventually(released, timeout=60, what="the namespace's Service released")
