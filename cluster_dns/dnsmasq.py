@@ -80,11 +80,43 @@ def answers(address: str, port: int, name: str, timeout: float) -> bool:
     return len(reply) >= 2 and struct.unpack("!H", reply[:2])[0] == query_id
 
 
+def stop_leftover(pid_file: str, conf_file: str) -> None:
+    """End the dnsmasq a previous watcher started with this conf file, if it still runs
+    (blocking: in a thread). Its command line must name our conf file: a reused pid of
+    another process is left alone."""
+    try:
+        with open(pid_file, encoding="ascii") as f:
+            pid = int(f.read().strip() or 0)
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().split(b"\0")
+    except (OSError, ValueError):
+        return
+    if f"--conf-file={conf_file}".encode() not in cmdline:
+        return
+    log.warning("ending dnsmasq (pid %d) left running by a previous cluster DNS", pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    for _ in range(50):
+        if not os.path.exists(f"/proc/{pid}"):
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def write_pid(pid_file: str, pid: int) -> None:
+    with open(pid_file, "w", encoding="ascii") as f:
+        f.write(f"{pid}\n")
+
+
 class Dnsmasq:
     """One dnsmasq child: start, restart, stop, and started again should it die."""
 
     def __init__(self, config: DnsmasqConfig) -> None:
         self.config = config
+        # Our child's pid, beside its conf file: a watcher killed with -9 leaves its dnsmasq
+        # holding the port, and the next one ends it.
+        self.pid_file = os.path.join(os.path.dirname(config.conf_file), "dnsmasq.pid")
         self.process: asyncio.subprocess.Process | None = None
         self.restarts = 0  # restarts asked for (config changes)
         self.crashes = 0  # exits it was not asked for
@@ -123,8 +155,12 @@ class Dnsmasq:
 
     async def _spawn(self) -> None:
         args = dnsmasq_args(self.config)
+        await asyncio.to_thread(stop_leftover, self.pid_file, self.config.conf_file)
+        # In the watcher's process group: what stops the group (a supervisor, a test
+        # fixture, Ctrl-C) stops dnsmasq with it.
         self.process = await asyncio.create_subprocess_exec(
-            *args, stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+            *args, stdin=asyncio.subprocess.DEVNULL)
+        await asyncio.to_thread(write_pid, self.pid_file, self.process.pid)
         log.info("dnsmasq (pid %d) serving %s on %s:%d", self.process.pid,
                  self.config.domain, self.config.listen_address, self.config.port)
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
@@ -133,7 +169,7 @@ class Dnsmasq:
                 raise DnsmasqFailed(f"dnsmasq exited with status {self.process.returncode} "
                                     f"at start (its message is above)")
             if await asyncio.to_thread(answers, self.config.listen_address, self.config.port,
-                                       f"probe.{self.config.domain}", 0.2):
+                                       f"probe.{self.config.domain}", 0.05):
                 return
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.05):
@@ -154,7 +190,7 @@ class Dnsmasq:
             log.warning("dnsmasq (pid %d) ignored SIGTERM for %.0fs: killing it", process.pid,
                         STOP_TIMEOUT_SECONDS)
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+                process.kill()
             await process.wait()
 
     async def _supervise(self) -> None:
