@@ -89,6 +89,7 @@ async def test_cluster_ip_and_node_port_reach_every_pod(cluster: tuple[ApiServer
                      and (p.get("status") or {}).get("podIP") for p in pods)
             return pods if ok else None
         pods = await eventually(running, timeout=90, what="both httpd pods Running")
+        assert pods is not None
         await api.create("services", {
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name},
             "spec": {"type": "NodePort", "clusterIP": cluster_ip, "selector": {"app": "web"},
