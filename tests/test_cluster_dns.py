@@ -4,7 +4,6 @@ answered within a generous timeout (the watcher's budget is about a second)."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,12 +15,6 @@ from tests.dns_support import ClusterDnsProcess, service_manifest
 from tests.support import ApiServer, Kubectl, eventually, unique
 
 DOMAIN = "cluster.local"
-
-
-def cluster_ip_for_test() -> str:
-    """A ClusterIP asked for explicitly (as kube allows), out of the way of the allocator's
-    usual picks; the allocator refuses a taken one, so a clash fails loudly."""
-    return f"10.100.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +49,8 @@ async def test_a_cluster_ip_service_resolves_and_goes_away_when_deleted(
     started = time.monotonic()
     service = await create(http, f"/api/v1/namespaces/{namespace}/services", service_manifest(
         "web", ports=[{"name": "http", "port": 80, "protocol": "TCP"},
-                      {"name": "metrics", "port": 9100, "protocol": "TCP"}],
-        clusterIP=cluster_ip_for_test()))
-    cluster_ip = service["spec"]["clusterIP"]
+                      {"name": "metrics", "port": 9100, "protocol": "TCP"}]))
+    cluster_ip = service["spec"]["clusterIP"]  # allocated by the apiserver
     await cluster_dns.wait_answer(fqdn, ("NOERROR", [cluster_ip]))
     appeared = time.monotonic() - started
     # SRV per named port, pointing at the Service's name
