@@ -139,8 +139,9 @@ async def test_an_external_name_service_is_a_cname(
 
 async def test_it_keeps_the_kube_dns_service_and_its_endpoints_at_dnsmasq(
         apiserver: ApiServer, http: httpx.AsyncClient, tmp_path: Path) -> None:
+    # as make up runs it: its own identity, system:kube-dns
     process = ClusterDnsProcess(apiserver, tmp_path, name="cluster-dns-kube-dns",
-                                cluster_ip="10.96.0.10").start()
+                                cluster_ip="10.96.0.10", as_kube_dns=True).start()
     service_path = "/api/v1/namespaces/kube-system/services/kube-dns"
     slice_path = "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-dnsmasq"
     try:
