@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,7 @@ class ClusterDnsProcess:
 
     def stop(self) -> None:
         self.process.stop()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
 
     async def query(self, name: str, rdtype: str = "A", *, tcp: bool = False) -> dns.message.Message:
         request = dns.message.make_query(name, rdtype)
