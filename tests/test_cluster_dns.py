@@ -85,6 +85,18 @@ async def test_unknown_names_are_nxdomain_and_outside_names_refused(
     assert await cluster_dns.answer("kubernetes.io", "AAAA") == ("REFUSED", [])
 
 
+async def test_its_health_and_metrics_endpoint(cluster_dns: ClusterDnsProcess) -> None:
+    await cluster_dns.wait_ready()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cluster_dns.health_port}") as web:
+        ready = await web.get("/readyz", params={"verbose": "1"})
+        assert ready.status_code == 200, ready.text
+        assert "[+]informer-sync ok" in ready.text and "[+]dnsmasq ok" in ready.text
+        assert (await web.get("/healthz")).text == "ok"
+        metrics = (await web.get("/metrics")).text
+        assert "# TYPE cluster_dns_services gauge" in metrics
+        assert "cluster_dns_dnsmasq_crashes_total 0" in metrics
+
+
 async def test_a_headless_service_resolves_to_its_ready_endpoints(
         http: httpx.AsyncClient, cluster_dns: ClusterDnsProcess, namespace: str) -> None:
     await cluster_dns.wait_ready()
