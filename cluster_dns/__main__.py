@@ -13,7 +13,14 @@ import socket
 import struct
 
 from cluster_dns.dnsmasq import DnsmasqFailed
-from cluster_dns.main import DEFAULT_BIND_ADDRESS, DEFAULT_CLUSTER_IP, DEFAULT_PORT, Options, serve
+from cluster_dns.main import (
+    DEFAULT_BIND_ADDRESS,
+    DEFAULT_CLUSTER_IP,
+    DEFAULT_PORT,
+    Options,
+    StateDirError,
+    serve,
+)
 from common import component
 
 log = logging.getLogger("cluster_dns")
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
                       bind_address=args.bind_address, port=args.port)
     try:
         asyncio.run(serve(options))
-    except DnsmasqFailed as e:
+    except (DnsmasqFailed, StateDirError) as e:
         log.error("%s", e)
         raise SystemExit(1) from None
 

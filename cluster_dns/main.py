@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import tempfile
@@ -84,9 +85,31 @@ def remove_file(directory: str, name: str) -> None:
         os.unlink(os.path.join(directory, name))
 
 
-def prepare_state_dir(path: str) -> tuple[str, str]:
-    """(the hosts dir, the conf file), emptied, readable by dnsmasq's unprivileged user."""
+class StateDirError(Exception):
+    """The state directory is out of dnsmasq's reach."""
+
+
+def closed_ancestor(path: str) -> str | None:
+    """The first directory above `path` that others cannot enter (dnsmasq, dropped to
+    nobody, could then read none of its files), or None."""
+    parent = os.path.dirname(os.path.abspath(path))
+    while True:
+        if not os.stat(parent).st_mode & 0o001:
+            return parent
+        if parent == os.path.dirname(parent):
+            return None
+        parent = os.path.dirname(parent)
+
+
+def prepare_state_dir(path: str, *, unprivileged: bool = True) -> tuple[str, str]:
+    """(the hosts dir, the conf file), emptied, readable by dnsmasq's unprivileged user
+    (StateDirError when a directory above it is closed to that user)."""
     os.makedirs(path, exist_ok=True)
+    closed = closed_ancestor(path) if unprivileged else None
+    if closed is not None:
+        raise StateDirError(f"dnsmasq reads its files as nobody, who cannot enter {closed}: "
+                         f"give a --state-dir others can reach (under /run or /tmp), or "
+                         f"--dnsmasq-user root")
     os.chmod(path, 0o755)
     hosts_dir = os.path.join(path, HOSTS_SUBDIR)
     os.makedirs(hosts_dir, exist_ok=True)
@@ -157,7 +180,9 @@ class ClusterDns:
 
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         state_dir = self.options.state_dir or tempfile.mkdtemp(prefix="cluster-dns-")
-        self.hosts_dir, self.conf_file = await asyncio.to_thread(prepare_state_dir, state_dir)
+        self.hosts_dir, self.conf_file = await asyncio.to_thread(
+            functools.partial(prepare_state_dir, state_dir,
+                              unprivileged=self.options.dnsmasq_user != "root"))
         informers = [asyncio.create_task(self.services.run(), name="services informer"),
                      asyncio.create_task(self.slices.run(), name="endpointslices informer")]
         self.dnsmasq = Dnsmasq(DnsmasqConfig(

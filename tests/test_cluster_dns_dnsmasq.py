@@ -17,7 +17,7 @@ import dns.rcode
 import pytest
 
 from cluster_dns.dnsmasq import Dnsmasq, DnsmasqConfig, DnsmasqFailed, answers
-from cluster_dns.main import prepare_state_dir, write_atomically
+from cluster_dns.main import StateDirError, prepare_state_dir, write_atomically
 from tests.support import eventually, free_port
 
 
@@ -85,3 +85,14 @@ async def test_a_port_in_use_fails_the_start(config: DnsmasqConfig):
         with pytest.raises(DnsmasqFailed, match="exited with status"):
             await server.start()
         await server.stop()
+
+
+def test_a_state_dir_dnsmasq_cannot_reach_is_refused():
+    closed = tempfile.mkdtemp(prefix="kubelite-closed-")  # mkdtemp: mode 0700
+    try:
+        with pytest.raises(StateDirError, match=f"cannot enter {closed}"):
+            prepare_state_dir(os.path.join(closed, "dns"))
+        hosts_dir, _ = prepare_state_dir(os.path.join(closed, "dns"), unprivileged=False)
+        assert os.path.isdir(hosts_dir)
+    finally:
+        shutil.rmtree(closed)
