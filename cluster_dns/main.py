@@ -108,8 +108,8 @@ def prepare_state_dir(path: str, *, unprivileged: bool = True) -> tuple[str, str
     closed = closed_ancestor(path) if unprivileged else None
     if closed is not None:
         raise StateDirError(f"dnsmasq reads its files as nobody, who cannot enter {closed}: "
-                         f"give a --state-dir others can reach (under /run or /tmp), or "
-                         f"--dnsmasq-user root")
+                            f"give a --state-dir others can reach (under /run or /tmp), or "
+                            f"--dnsmasq-user root")
     os.chmod(path, 0o755)
     hosts_dir = os.path.join(path, HOSTS_SUBDIR)
     os.makedirs(hosts_dir, exist_ok=True)
@@ -128,9 +128,11 @@ class ClusterDns:
                                  on_update=lambda _old, new: self._service_changed(new),
                                  on_delete=self._service_changed, name="cluster-dns services")
         self.slices = Informer(api, "endpointslices", on_add=self._slice_changed,
-                               on_update=self._slice_updated, on_delete=self._slice_changed,
+                               on_update=lambda _old, new: self._slice_changed(new),
+                               on_delete=self._slice_changed,
                                name="cluster-dns endpointslices")
-        self._slices_by_service: dict[str, dict[str, dict]] = {}
+        self._slices_by_service: dict[str, dict[str, dict]] = {}  # "ns/svc" -> its slices
+        self._service_of_slice: dict[str, str] = {}  # "ns/slice" -> "ns/svc"
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._records: dict[str, records.ServiceRecords] = {}
@@ -157,21 +159,21 @@ class ClusterDns:
         self._mark(records.service_key(service))
 
     def _slice_changed(self, endpoint_slice: dict) -> None:
-        key = records.slice_service_key(endpoint_slice)
+        """Re-file the slice under its Service (the informer's store already has the
+        change: a deleted slice is no longer there); both Services involved are dirty."""
         metadata = endpoint_slice.get("metadata") or {}
         slice_key = f"{metadata.get('namespace')}/{metadata.get('name')}"
-        for slices in self._slices_by_service.values():
-            slices.pop(slice_key, None)
+        previous = self._service_of_slice.pop(slice_key, None)
+        if previous is not None:
+            self._slices_by_service.get(previous, {}).pop(slice_key, None)
+            if not self._slices_by_service.get(previous, True):
+                del self._slices_by_service[previous]
+            self._mark(previous)
+        key = records.slice_service_key(endpoint_slice)
         if key is not None and self.slices.get(slice_key) is not None:
             self._slices_by_service.setdefault(key, {})[slice_key] = endpoint_slice
-        if key is not None:
+            self._service_of_slice[slice_key] = key
             self._mark(key)
-
-    def _slice_updated(self, old: dict, new: dict) -> None:
-        old_key = records.slice_service_key(old)
-        if old_key is not None and old_key != records.slice_service_key(new):
-            self._mark(old_key)
-        self._slice_changed(new)
 
     # -- the sync ----------------------------------------------------------------------------
 
