@@ -12,15 +12,18 @@ In one run, against one freshly started etcd + apiserver + kubelet on the local 
 2. plain pods (`nodeName` set): one after the other, then all at once;
 3. full pods, all at once: a readiness probe (tcpSocket, periodSeconds 1), a configMap volume
    and an emptyDir volume mounted in the container;
-4. recording on/off: the full burst again on an apiserver + kubelet started with
-   KUBELITE_TIMELINE=off (no `timeline.kubelite.io/*` annotations, no Event eventTime),
-   next to one with the recording on, alternately (`--rounds` of each); throughput =
-   pods / (first create sent -> last pod Ready).
+4. recording on/off: two clusters run side by side on the same etcd and dockerd, one
+   apiserver + kubelet started with KUBELITE_TIMELINE=off (no `timeline.kubelite.io/*`
+   annotations, no Event eventTime), one with the recording on, each with its own node;
+   after a warm-up burst on each, `--rounds` rounds each run the full burst once on both,
+   in ABBA order (on-off, off-on, ...) so that a drift of the machine's load hits both
+   sides alike; throughput = pods / (first create sent -> last pod Ready). Each round's
+   cost is 1 - on/off; the median and the spread of the rounds are printed.
 
 Pod latency = POST sent -> first watch event with the pod's Ready condition True. Prints
 p50/p99 of each and the ratios pod / baseline.
 
-    .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 1]
+    .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 6] [--recording-only]
 """
 
 from __future__ import annotations
@@ -292,74 +295,127 @@ async def profiled(kubelet: KubeletProcess, path: str | None) -> Any:
         print(f"kubelet profile in {path} ({stderr.decode(errors='replace').strip()[-200:]})")
 
 
-async def bench(count: int, rounds: int, profile: str | None) -> None:
+def recording_cost_report(count: int, rates: list[tuple[float, float]]) -> list[str]:
+    """The recording's cost from paired rounds of (on, off) throughputs: each round's
+    1 - on/off, their median and spread, and the median throughput of each side."""
+    costs = [1 - on / off for on, off in rates]
+    lines = [f"  recording on/off, {count} probe+volumes pods at once, {len(rates)} rounds "
+             f"(pods/s, ABBA order):"]
+    lines += [f"    round {i + 1}: on {on:6.2f}  off {off:6.2f}  cost {cost * 100:+6.1f}%"
+              for i, ((on, off), cost) in enumerate(zip(rates, costs, strict=True))]
+    lines.append(f"    median throughput: on {statistics.median(r[0] for r in rates):.2f}, "
+                 f"off {statistics.median(r[1] for r in rates):.2f} pods/s")
+    lines.append(f"    recording costs {statistics.median(costs) * 100:+.1f}% (median of "
+                 f"{len(costs)} rounds; spread {min(costs) * 100:+.1f}%.."
+                 f"{max(costs) * 100:+.1f}%)")
+    return lines
+
+
+async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
+                           rounds: int) -> list[tuple[float, float]]:
+    """(on, off) throughputs of `rounds` paired bursts on two clusters running side by
+    side, after one warm-up burst on each."""
+    clusters = {recording: Cluster(etcd, workdir, f"{node}-{'on' if recording else 'off'}",
+                                   recording=recording) for recording in (True, False)}
+    try:
+        for cluster in clusters.values():
+            cluster.start()
+        async with connected(clusters[True], count) as on, \
+                connected(clusters[False], count) as off:
+            sides = {True: on, False: off}
+
+            async def burst(recording: bool, prefix: str) -> float:
+                client, watcher = sides[recording]
+                _, rate = await pod_run(client, watcher, clusters[recording].node, prefix,
+                                        count, full_pod, burst=True)
+                return rate
+
+            for recording in (True, False):
+                await burst(recording, f"warm-{recording}".lower())
+            rates: list[tuple[float, float]] = []
+            for r in range(rounds):
+                measured: dict[bool, float] = {}
+                for recording in ((True, False) if r % 2 == 0 else (False, True)):
+                    measured[recording] = await burst(recording, f"rec-{recording}-{r}".lower())
+                rates.append((measured[True], measured[False]))
+                print(f"  round {r + 1}/{rounds}: on {measured[True]:.2f} off "
+                      f"{measured[False]:.2f} pods/s", flush=True)
+            return rates
+    except (httpx.HTTPError, TimeoutError) as e:
+        for cluster in clusters.values():
+            print(f"--- {cluster.node} kubelet log tail ---\n{cluster.kubelet.log()[-3000:]}")
+        print(f"benchmark failed: {e!r}")
+        raise
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+            remove_node_containers(cluster.node)
+
+
+async def bench(count: int, rounds: int, profile: str | None, recording_only: bool) -> None:
     ensure_docker()
     label = f"bench-{int(time.time())}"
     node = f"bench-node-{int(time.time())}"
-    base_seq = await docker_pod_latencies(count, label, burst=False)
-    base_burst = await docker_pod_latencies(count, label, burst=True)
-    throughputs: dict[bool, list[float]] = {True: [], False: []}
+    lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         etcd = Etcd(Path(tmp)).start()
-        cluster: Cluster | None = None
         try:
-            cluster = Cluster(etcd, Path(tmp), node, recording=True).start()
-            async with connected(cluster, count) as (client, watcher):
-                seq, _ = await pod_run(client, watcher, node, "seq", count, plain_pod,
-                                       burst=False)
-                plain, _ = await pod_run(client, watcher, node, "plain", count, plain_pod,
-                                         burst=True)
-                async with profiled(cluster.kubelet, profile):
-                    full, full_rate = await pod_run(client, watcher, node, "full", count,
-                                                    full_pod, burst=True)
-            throughputs[True].append(full_rate)
-            for r in range(rounds):
-                for recording in ((False, True) if r + 1 < rounds else (False,)):
-                    cluster.stop()
-                    cluster = Cluster(etcd, Path(tmp), node, recording=recording).start()
-                    async with connected(cluster, count) as (client, watcher):
-                        _, rate = await pod_run(client, watcher, node,
-                                                f"rec-{recording}-{r}".lower(), count,
-                                                full_pod, burst=True)
-                    throughputs[recording].append(rate)
-        except (httpx.HTTPError, TimeoutError) as e:
-            log = cluster.kubelet.log()[-3000:] if cluster else ""
-            print(f"benchmark failed: {e!r}\n--- kubelet log tail ---\n{log}")
-            raise
+            if not recording_only:
+                lines = await startup_latencies(etcd, Path(tmp), node, label, count, profile)
+            rates = await recording_rounds(etcd, Path(tmp), node, count, rounds)
         finally:
-            if cluster is not None:
-                cluster.stop()
             etcd.stop()
-            remove_node_containers(node)
-
     print(f"pod startup, {count} pods, images {PAUSE_IMAGE} + {BUSYBOX_IMAGE}")
-    print(f"  one at a time: docker API sandbox+app  {summary(base_seq)}")
-    print(f"  one at a time: plain pod               {summary(seq)}")
-    print(f"  {count} at once:   docker API sandbox+app  {summary(base_burst)}")
-    print(f"  {count} at once:   plain pod               {summary(plain)}")
-    print(f"  {count} at once:   probe+volumes pod       {summary(full)}")
-    print(f"  ratio plain pod / docker API, one at a time: {ratio(seq, base_seq)}")
-    print(f"  ratio plain pod / docker API, {count} at once:   {ratio(plain, base_burst)}")
-    print(f"  ratio probe+volumes pod / docker API, {count} at once: {ratio(full, base_burst)}")
-    on, off = statistics.mean(throughputs[True]), statistics.mean(throughputs[False])
-    print(f"  throughput, {count} probe+volumes pods at once: recording on "
-          f"{' '.join(f'{t:.2f}' for t in throughputs[True])} pods/s (mean {on:.2f}), off "
-          f"{' '.join(f'{t:.2f}' for t in throughputs[False])} pods/s (mean {off:.2f}); "
-          f"recording costs {(1 - on / off) * 100:+.1f}%")
+    for line in lines + recording_cost_report(count, rates):
+        print(line)
+
+
+async def startup_latencies(etcd: Etcd, workdir: Path, node: str, label: str, count: int,
+                            profile: str | None) -> list[str]:
+    """Parts 1-3: the Docker API baseline, plain pods and full pods, as report lines."""
+    base_seq = await docker_pod_latencies(count, label, burst=False)
+    base_burst = await docker_pod_latencies(count, label, burst=True)
+    cluster = Cluster(etcd, workdir, node, recording=True)
+    try:
+        cluster.start()
+        async with connected(cluster, count) as (client, watcher):
+            seq, _ = await pod_run(client, watcher, node, "seq", count, plain_pod, burst=False)
+            plain, _ = await pod_run(client, watcher, node, "plain", count, plain_pod,
+                                     burst=True)
+            async with profiled(cluster.kubelet, profile):
+                full, _ = await pod_run(client, watcher, node, "full", count, full_pod,
+                                        burst=True)
+    except (httpx.HTTPError, TimeoutError) as e:
+        print(f"benchmark failed: {e!r}\n--- kubelet log tail ---\n{cluster.kubelet.log()[-3000:]}")
+        raise
+    finally:
+        cluster.stop()
+        remove_node_containers(node)
+    return [
+        f"  one at a time: docker API sandbox+app  {summary(base_seq)}",
+        f"  one at a time: plain pod               {summary(seq)}",
+        f"  {count} at once:   docker API sandbox+app  {summary(base_burst)}",
+        f"  {count} at once:   plain pod               {summary(plain)}",
+        f"  {count} at once:   probe+volumes pod       {summary(full)}",
+        f"  ratio plain pod / docker API, one at a time: {ratio(seq, base_seq)}",
+        f"  ratio plain pod / docker API, {count} at once:   {ratio(plain, base_burst)}",
+        f"  ratio probe+volumes pod / docker API, {count} at once: {ratio(full, base_burst)}"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="recording-off bursts (each but the last followed by one on)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="paired recording on/off bursts (ABBA order)")
+    parser.add_argument("--recording-only", action="store_true",
+                        help="only part 4, the recording's cost")
     parser.add_argument("--profile", metavar="FILE",
                         help="py-spy record the kubelet during the first probe+volumes burst "
                              "into FILE (collapsed stacks; py-spy must be on PATH or in the "
                              "venv)")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods, args.rounds, args.profile))
+    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only))
 
 
 if __name__ == "__main__":
