@@ -111,17 +111,24 @@ class Histogram:
 
 
 class Gauge:
-    """A value read from the component's state when /metrics is read."""
+    """A value read from the component's state when /metrics is read (`kind` "counter":
+    a count the component keeps anyway, exposed as a counter)."""
 
     def __init__(self, name: str, help_text: str, labelnames: Sequence[str],
-                 samples: GaugeSamples) -> None:
+                 samples: GaugeSamples, kind: str = "gauge") -> None:
         self.name = name
         self.help = help_text
         self.labelnames = tuple(labelnames)
         self.samples = samples
+        self.kind = kind
 
     def family(self) -> Metric:
-        family = GaugeMetricFamily(self.name, self.help, labels=self.labelnames)
+        family: GaugeMetricFamily | CounterMetricFamily
+        if self.kind == "counter":
+            family = CounterMetricFamily(self.name.removesuffix("_total"), self.help,
+                                         labels=self.labelnames)
+        else:
+            family = GaugeMetricFamily(self.name, self.help, labels=self.labelnames)
         for labels, value in self.samples():
             family.add_metric(labels, value)
         return family
@@ -139,17 +146,21 @@ class Metrics:
         self.registry.register(self)
 
     def counter(self, name: str, help_text: str, labelnames: Sequence[str] = ()) -> Counter:
-        return self._add(Counter(name, help_text, labelnames))
+        return self.add(Counter(name, help_text, labelnames))
 
     def histogram(self, name: str, help_text: str, labelnames: Sequence[str] = (),
                   buckets: Sequence[float] = DEFAULT_BUCKETS) -> Histogram:
-        return self._add(Histogram(name, help_text, labelnames, buckets))
+        return self.add(Histogram(name, help_text, labelnames, buckets))
 
     def gauge(self, name: str, help_text: str, labelnames: Sequence[str],
               samples: GaugeSamples) -> Gauge:
-        return self._add(Gauge(name, help_text, labelnames, samples))
+        return self.add(Gauge(name, help_text, labelnames, samples))
 
-    def _add(self, metric: M) -> M:
+    def counter_func(self, name: str, help_text: str, labelnames: Sequence[str],
+                     samples: GaugeSamples) -> Gauge:
+        return self.add(Gauge(name, help_text, labelnames, samples, kind="counter"))
+
+    def add(self, metric: M) -> M:
         if any(m.name == metric.name for m in self.metrics):
             raise ValueError(f"metric {metric.name} registered twice")
         self.metrics.append(metric)
