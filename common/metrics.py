@@ -31,8 +31,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_BUCKETS", "Counter", "Gauge", "Histogram", "Metrics",
-           "exponential_buckets"]
+__all__ = ["CONTENT_TYPE", "DEFAULT_BUCKETS", "Counter", "Gauge", "Histogram", "Merged",
+           "Metrics", "exponential_buckets"]
 
 # what kube's components answer /metrics with (the classic text format)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -134,14 +134,31 @@ class Gauge:
         return family
 
 
-M = TypeVar("M", Counter, Histogram, Gauge)
+class Merged:
+    """One family of a metric that several owners keep apart (each work queue its own
+    histograms): `template` names it, `parts` are read at scrape time."""
+
+    def __init__(self, template: Histogram, parts: Callable[[], Iterable[Histogram]]) -> None:
+        self.name = template.name
+        self.template = template
+        self.parts = parts
+
+    def family(self) -> Metric:
+        merged = Histogram(self.name, self.template.help, self.template.labelnames,
+                           self.template.buckets)
+        for part in self.parts():
+            merged.series.update(part.series)
+        return merged.family()
+
+
+M = TypeVar("M", Counter, Histogram, Gauge, Merged)
 
 
 class Metrics:
     """One component's metrics, in a `CollectorRegistry` of its own."""
 
     def __init__(self) -> None:
-        self.metrics: list[Counter | Histogram | Gauge] = []
+        self.metrics: list[Counter | Histogram | Gauge | Merged] = []
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 

@@ -27,10 +27,10 @@ def parse(text: str) -> Samples:
             for family in text_string_to_metric_families(text) for sample in family.samples}
 
 
-def value(samples: Samples, name: str, **labels: str) -> float:
-    """The sum of the samples of `name` whose labels include `labels` (0 when none)."""
+def value(samples: Samples, metric: str, /, **labels: str) -> float:
+    """The sum of the samples of `metric` whose labels include `labels` (0 when none)."""
     wanted = set(labels.items())
-    return sum(v for (n, have), v in samples.items() if n == name and wanted <= have)
+    return sum(v for (n, have), v in samples.items() if n == metric and wanted <= have)
 
 
 # --- common.metrics ---------------------------------------------------------------------------
