@@ -215,7 +215,7 @@ def test_the_plots_show_the_pods_started_and_scheduled(dashboard: Dashboard) -> 
     for name in names:
         expect(dashboard.row(name).locator("td.phase")).to_have_text("Running", timeout=WAIT)
     running = page.locator("#pods td.phase").filter(has_text=re.compile("^Running$")).count()
-    assert running >= 3  # dash-web and the two above
+    assert running >= 2  # the two above (and dash-web, when the tests before ran)
     expect(startup).to_have_attribute("data-count", str(running), timeout=WAIT)
     expect(page.locator("#startup-caption")).to_contain_text(
         f"Pod startup latency: {running} pods started, median ")
