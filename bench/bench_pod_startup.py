@@ -312,11 +312,13 @@ def recording_cost_report(count: int, rates: list[tuple[float, float]]) -> list[
 
 
 async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
-                           rounds: int) -> list[tuple[float, float]]:
+                           rounds: int, *, control: bool = False) -> list[tuple[float, float]]:
     """(on, off) throughputs of `rounds` paired bursts on two clusters running side by
-    side, after one warm-up burst on each."""
+    side, after one warm-up burst on each; `control`: the "off" cluster records too (an
+    A/A run: what the two sides differ by without any difference in the recording)."""
     clusters = {recording: Cluster(etcd, workdir, f"{node}-{'on' if recording else 'off'}",
-                                   recording=recording) for recording in (True, False)}
+                                   recording=recording or control)
+                for recording in (True, False)}
     try:
         for cluster in clusters.values():
             cluster.start()
@@ -352,7 +354,8 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
             remove_node_containers(cluster.node)
 
 
-async def bench(count: int, rounds: int, profile: str | None, recording_only: bool) -> None:
+async def bench(count: int, rounds: int, profile: str | None, recording_only: bool,
+                control: bool = False) -> None:
     ensure_docker()
     label = f"bench-{int(time.time())}"
     node = f"bench-node-{int(time.time())}"
@@ -362,10 +365,13 @@ async def bench(count: int, rounds: int, profile: str | None, recording_only: bo
         try:
             if not recording_only:
                 lines = await startup_latencies(etcd, Path(tmp), node, label, count, profile)
-            rates = await recording_rounds(etcd, Path(tmp), node, count, rounds)
+            rates = await recording_rounds(etcd, Path(tmp), node, count, rounds,
+                                           control=control)
         finally:
             etcd.stop()
     print(f"pod startup, {count} pods, images {PAUSE_IMAGE} + {BUSYBOX_IMAGE}")
+    if control:
+        lines.append("  CONTROL RUN: both sides record; 'off' is a second recording cluster")
     for line in lines + recording_cost_report(count, rates):
         print(line)
 
@@ -410,12 +416,15 @@ def main() -> None:
                         help="paired recording on/off bursts (ABBA order)")
     parser.add_argument("--recording-only", action="store_true",
                         help="only part 4, the recording's cost")
+    parser.add_argument("--control", action="store_true",
+                        help="part 4 as an A/A run: both clusters record (the setup's own "
+                             "difference between its two sides)")
     parser.add_argument("--profile", metavar="FILE",
                         help="py-spy record the kubelet during the first probe+volumes burst "
                              "into FILE (collapsed stacks; py-spy must be on PATH or in the "
                              "venv)")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only))
+    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only, args.control))
 
 
 if __name__ == "__main__":
