@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from decimal import Decimal
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry
@@ -31,8 +32,8 @@ from prometheus_client.core import (
     Metric,
 )
 
-__all__ = ["CONTENT_TYPE", "DEFAULT_BUCKETS", "Counter", "Gauge", "Histogram", "Merged",
-           "Metrics", "exponential_buckets"]
+__all__ = ["CONTENT_TYPE", "DEFAULT_BUCKETS", "Counter", "Gauge", "Histogram", "Labels",
+           "Merged", "Metrics", "exponential_buckets", "exposition", "go_float"]
 
 # what kube's components answer /metrics with (the classic text format)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -45,8 +46,13 @@ DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 
 def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
-    """prometheus.ExponentialBuckets: `count` upper bounds, `start` times `factor`**i."""
-    return tuple(start * factor ** i for i in range(count))
+    """prometheus.ExponentialBuckets: `count` upper bounds from `start`, each `factor` times
+    the one before (multiplied as Go does, so that the `le` labels are kube's digits)."""
+    buckets = []
+    for _ in range(count):
+        buckets.append(start)
+        start *= factor
+    return tuple(buckets)
 
 
 class Counter:
@@ -196,20 +202,24 @@ class Metrics:
 
 
 def go_float(value: float) -> str:
-    """A sample value as Go's strconv.FormatFloat(v, 'g', -1, 64) writes it: `2`, not
-    prometheus_client's `2.0`; `1e+06` from a million on."""
+    """A sample value as Go's strconv.FormatFloat(v, 'g', -1, 64) writes it: the shortest
+    digits that read back the same, positional from 1e-4 up to 1e6 (`2`, not
+    prometheus_client's `2.0`), else with an exponent (`1e+06`, `2.5e-05`)."""
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
     if math.isnan(value):
         return "NaN"
-    if value == int(value) and abs(value) < 1e6:
-        return str(int(value))
-    if 1e-4 <= abs(value) < 1e6:
-        return repr(value)
-    mantissa, _, exponent = f"{value:.16e}".partition("e")
-    digits = repr(float(mantissa)) if float(mantissa) != int(float(mantissa)) else \
-        str(int(float(mantissa)))
-    return f"{digits}e{exponent[0]}{int(exponent[1:]):02d}"
+    if value == 0:
+        return "0"
+    shortest = Decimal(repr(float(value)))  # Python's repr is the shortest round trip too
+    exponent = shortest.adjusted()
+    if -4 <= exponent < 6:
+        return format(shortest.normalize(), "f")
+    _, digits, _ = shortest.normalize().as_tuple()
+    text = "".join(map(str, digits))
+    mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
+    return f"{'-' if value < 0 else ''}{mantissa}e{'+' if exponent >= 0 else '-'}" \
+           f"{abs(exponent):02d}"
 
 
 def escape_label(value: str) -> str:

@@ -79,7 +79,8 @@ def test_the_page_is_written_as_kubes_go_components_write_it() -> None:
 
 @pytest.mark.parametrize(("number", "written"), [
     (0, "0"), (3.0, "3"), (0.025, "0.025"), (1.25, "1.25"), (999999, "999999"),
-    (1e6, "1e+06"), (1234567.5, "1.2345675e+06"), (2.5e-05, "2.5e-05"),
+    (1e6, "1e+06"), (1234567.5, "1.2345675e+06"), (2.5e-05, "2.5e-05"), (-2e7, "-2e+07"),
+    (0.0001, "0.0001"), (123456.75, "123456.75"),
     (math.inf, "+Inf"), (-math.inf, "-Inf"), (math.nan, "NaN")])
 def test_numbers_are_gos(number: float, written: str) -> None:
     assert go_float(number) == written
@@ -95,6 +96,10 @@ def test_a_metric_name_is_registered_once_and_registries_are_per_component() -> 
 
 def test_exponential_buckets_are_prometheus() -> None:
     assert exponential_buckets(0.001, 2, 4) == (0.001, 0.002, 0.004, 0.008)
+    # client-go's workqueue buckets, with the digits kube's own pages show
+    assert [go_float(b) for b in exponential_buckets(10e-9, 10, 10)] == [
+        "1e-08", "1e-07", "1e-06", "9.999999999999999e-06", "9.999999999999999e-05",
+        "0.001", "0.01", "0.1", "1", "10"]
 
 
 # --- the apiserver's labels (pure) -------------------------------------------------------------
