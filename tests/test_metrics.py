@@ -15,7 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from apiserver.metrics import REQUEST_BUCKETS, is_watch, request_scope, request_verb
-from common.metrics import Metrics, exponential_buckets, go_float
+from common.metrics import Histogram, Merged, Metrics, exponential_buckets, go_float
+from common.workqueue import DURATION_BUCKETS, QUEUE_DURATION, WorkQueue
 from tests.support import unique
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -224,3 +225,35 @@ async def test_open_watches_are_long_running_requests(http: httpx.AsyncClient) -
         assert value(samples, "apiserver_longrunning_requests", **labels) == 0
     finally:
         await http.delete(f"/api/v1/namespaces/{namespace}")
+
+
+# --- client-go's workqueue metrics --------------------------------------------------------------
+
+async def test_a_work_queue_times_each_key_queued_and_worked_on() -> None:
+    first, second = WorkQueue("first"), WorkQueue("second")
+    first.add("a")
+    first.add("a")  # already queued: one add, one wait
+    assert await first.get() == "a"
+    assert (first.queue_duration.count(("first",)), first.work_duration.count(("first",))) \
+        == (1, 0)
+    assert first.longest_running() >= 0 and first.unfinished_work() >= 0
+    first.add("a")  # while a worker has it: queued again when it is done
+    first.done("a")
+    assert first.work_duration.count(("first",)) == 1
+    assert await first.get() == "a"
+    first.done("a")
+    assert (first.queue_duration.count(("first",)), first.work_duration.count(("first",))) \
+        == (2, 2)
+    assert (first.adds, first.longest_running(), first.unfinished_work()) == (2, 0.0, 0.0)
+    second.add("b")
+    assert await second.get() == "b"
+
+    # one family for every queue, each its own series, as the controller-manager serves it
+    metrics = Metrics()
+    template = Histogram(*QUEUE_DURATION, ("name",), DURATION_BUCKETS)
+    metrics.add(Merged(template, lambda: [first.queue_duration, second.queue_duration]))
+    samples = parse(metrics.render().decode())
+    assert value(samples, "workqueue_queue_duration_seconds_count", name="first") == 2
+    assert value(samples, "workqueue_queue_duration_seconds_count", name="second") == 1
+    assert value(samples, "workqueue_queue_duration_seconds_bucket", name="first",
+                 le="+Inf") == 2
