@@ -21,7 +21,7 @@ from tests.docker_support import (
     ensure_docker,
     remove_node_containers,
 )
-from tests.support import ApiServer, Etcd, SchedulerProcess, unique
+from tests.support import ApiServer, Etcd, SchedulerProcess, eventually, unique
 from tests.test_metrics import Samples, parse, value
 
 
@@ -116,7 +116,16 @@ async def test_the_schedulers_metrics_after_a_bind(cluster: Cluster, running: st
 
 async def test_the_kubelets_metrics_after_a_pod_start(cluster: Cluster, running: str) -> None:
     kubelet = cluster.kubelet
-    response, samples = await page(kubelet.url, verify=cluster.apiserver.ssl_context())
+    verify = cluster.apiserver.ssl_context()
+
+    async def relisted_running() -> tuple[httpx.Response, Samples] | None:
+        # the running gauges are the PLEG's last relist (once a second): it may not have
+        # seen the pod's containers yet when its status said Running
+        response, samples = await page(kubelet.url, verify=verify)
+        return (response, samples) if value(samples, "kubelet_running_pods") >= 1 else None
+    seen = await eventually(relisted_running, what="a relist to see the pod")
+    assert seen is not None
+    response, samples = seen
     assert value(samples, "kubelet_pod_start_duration_seconds_count") >= 1
     assert value(samples, "kubelet_pod_start_duration_seconds_sum") > 0
     assert value(samples, "kubelet_pod_worker_duration_seconds_count",
