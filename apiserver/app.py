@@ -27,7 +27,6 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from apiserver import (
     dashboard,
     discovery,
-    listing,
     managed_fields,
     objects,
     openapi,
@@ -59,6 +58,7 @@ from apiserver.decode import (
 )
 from apiserver.listing import ListPage, check_watch_options, parse_list_options
 from apiserver.logs import choose_container
+from apiserver.metrics import LONG_RUNNING, ApiserverMetrics, is_watch, request_scope, request_verb
 from apiserver.registry import Registry, conflict, status_details
 from apiserver.registry import decode as registry_decode
 from apiserver.resources import Resource, group_version, lookup, workloads
@@ -74,6 +74,7 @@ from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
+from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from common.models import Binding, Scale, TokenRequest
 from common.upgrade import hijacker
 
@@ -219,6 +220,7 @@ class ApiServer:
         self.review_token: TokenReviewer | None = None
         # how it calls kubelets (--kubelet-client-certificate ...): None, plain HTTP
         self.kubelet_tls: ssl.SSLContext | None = None
+        self.metrics: ApiserverMetrics | None = None  # set by create_app
 
     async def serve(self, request: Request, api_version: str, path: str) -> Response:
         try:
@@ -358,8 +360,10 @@ class ApiServer:
                                           request.query_params.get("includeObject", "Metadata"))
         elif target.resource.from_storage is not None:
             render = converted_event_renderer(target.resource)
+        sent = None if self.metrics is None else self.metrics.count_watch_event(target.resource)
         return StreamingResponse(
-            watch_lines(events, timeout=watch_request.timeout_seconds, render=render),
+            watch_lines(events, timeout=watch_request.timeout_seconds, render=render,
+                        sent=sent),
             media_type="application/json", headers={"Transfer-Encoding": "chunked"})
 
     # -- writes ------------------------------------------------------------------------
@@ -757,26 +761,6 @@ def table_event_renderer(resource: Resource, include_object: str) -> Any:
     return render
 
 
-def render_metrics(registry: Registry) -> str:
-    """A few Prometheus gauges: who is watching, and what that costs us."""
-    lines = ["# HELP apiserver_registered_watchers Watchers served from the watch cache.",
-             "# TYPE apiserver_registered_watchers gauge"]
-    for prefix, count in sorted(registry.cacher.watcher_count().items()):
-        resource = prefix.rstrip("/").rsplit("/", 1)[-1]
-        lines.append(f'apiserver_registered_watchers{{resource="{resource}"}} {count}')
-    lines += ["# HELP kubelite_apiserver_etcd_watches etcd watch streams open.",
-              "# TYPE kubelite_apiserver_etcd_watches gauge",
-              f"kubelite_apiserver_etcd_watches {registry.storage.open_watches}",
-              "# HELP kubelite_apiserver_list_pages_total LIST pages served, by source.",
-              "# TYPE kubelite_apiserver_list_pages_total counter",
-              *(f'kubelite_apiserver_list_pages_total{{source="{source}"}} '
-                f'{listing.SERVED[source]}' for source in ("cache", "etcd")),
-              "# HELP kubelite_apiserver_tasks asyncio tasks alive.",
-              "# TYPE kubelite_apiserver_tasks gauge",
-              f"kubelite_apiserver_tasks {len(asyncio.all_tasks())}"]
-    return "\n".join(lines) + "\n"
-
-
 def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                event_ttl: int = 3600,
                compaction_interval: float = DEFAULT_COMPACTION_INTERVAL,
@@ -800,6 +784,7 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     registry.authorizer = authorizer = build_authorizer(authorization_modes, registry)
     registry.write_checks = write_checks(registry, authorizer)
     server = ApiServer(registry, service_accounts)
+    server.metrics = metrics = ApiserverMetrics(registry)
     service_accounts_controller = ServiceAccountsController(registry)
     services = services or ServiceOptions()
     registry.allocations = services.ranges(registry)
@@ -887,14 +872,22 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         return PlainTextResponse("ok")
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
-        return PlainTextResponse(render_metrics(registry), media_type="text/plain; version=0.0.4")
+    async def metrics_page() -> Response:
+        return Response(metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
     return ResourceFront(server, app, authorizer)
 
 
 API_VERBS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 ANSWERED = "kubelite.answered"  # scope key: the exception a 500 Status was already sent for
+
+
+def header(scope: Any, name: bytes) -> str:
+    """One request header from the ASGI scope (its name lower-case), "" when absent."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
 
 
 def api_path(path: str) -> tuple[str, str] | None:
@@ -973,8 +966,39 @@ class ResourceFront:
                 except errors.NotFound:
                     target = None  # not ours: FastAPI's 404
                 if target is not None:
-                    request = Request(scope, receive)
-                    response = await self.server.answer(request, target)
-                    await response(scope, receive, send)
+                    await self.answer_measured(scope, receive, send, target)
                     return
         await self.app(scope, receive, send)
+
+    async def answer_measured(self, scope: Any, receive: Any, send: Any, target: Target,
+                              ) -> None:
+        """Answer a resource request, counted and timed as kube's endpoint metrics do."""
+        metrics = self.server.metrics
+        if metrics is None:
+            await (await self.server.answer(Request(scope, receive), target))(
+                scope, receive, send)
+            return
+        started = time.perf_counter()
+        method: str = scope["method"]
+        query: bytes = scope["query_string"]
+        verb = request_verb(
+            method, named=target.name is not None, subresource=target.subresource,
+            watch=method == "GET" and target.name is None and is_watch(query),
+            content_type=header(scope, b"content-type") if method == "PATCH" else "",
+            collection_delete=target.name is None)
+        subresource = target.subresource or ""
+        where = request_scope(target.namespace, target.name)
+        long_running = verb in LONG_RUNNING
+        code = 500
+        metrics.started(verb)
+        if long_running:
+            metrics.long_running(verb, target.resource, subresource, where, 1)
+        try:
+            response = await self.server.answer(Request(scope, receive), target)
+            code = response.status_code
+            await response(scope, receive, send)
+        finally:
+            if long_running:
+                metrics.long_running(verb, target.resource, subresource, where, -1)
+            metrics.finished(verb, "All" if b"dryRun=" in query else "", target.resource,
+                             subresource, where, code, time.perf_counter() - started)

@@ -19,15 +19,19 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import grpc
 import orjson
 from aetcd import rpc
+
+if TYPE_CHECKING:
+    from common.metrics import Histogram
 
 log = logging.getLogger("apiserver.storage")
 
@@ -271,6 +275,12 @@ class Storage:
         self._lease: Any = None
         self._watch: Any = None
         self.open_watches = 0  # etcd watch streams open right now (for /metrics)
+        # etcd_request_duration_seconds{operation,type}, when apiserver.metrics set it: the
+        # type is the resource of a key's first segment after the prefix (key_offset long),
+        # by its storage name (`minions` -> `nodes`)
+        self.request_duration: Histogram | None = None
+        self.key_offset = 0
+        self.types: dict[str, str] = {}
         # what is_compacted learned: etcd compacted everything below _compacted_below; it
         # still held _kept[0] (and so every later revision) at monotonic time _kept[1]
         self._compacted_below = 0
@@ -287,7 +297,9 @@ class Storage:
             await self._channel.close()
             self._channel = None
 
-    async def _call(self, method: Any, request: Any) -> Any:
+    async def _call(self, method: Any, request: Any, operation: str = "", key: str = "",
+                    ) -> Any:
+        started = time.perf_counter()
         try:
             return await method(request, timeout=CALL_TIMEOUT)
         except grpc.aio.AioRpcError as e:
@@ -302,19 +314,25 @@ class Storage:
             raise _unavailable(e) from e
         except TimeoutError as e:
             raise _unavailable(e) from e
+        finally:
+            if self.request_duration is not None and operation:
+                segment = key[self.key_offset:].partition("/")[0]
+                self.request_duration.observe(time.perf_counter() - started,
+                                              (operation, self.types.get(segment, segment)))
 
     # -- reads -------------------------------------------------------------------------
 
     async def get(self, key: str) -> KV | None:
-        resp = await self._call(self._kv.Range, rpc.RangeRequest(key=key.encode()))
+        resp = await self._call(self._kv.Range, rpc.RangeRequest(key=key.encode()), "get",
+                                key)
         return _kv(resp.kvs[0]) if resp.kvs else None
 
     async def list_prefix(self, prefix: str) -> tuple[list[KV], int]:
         """Every object under a prefix, and the etcd revision the read happened at."""
         raw = prefix.encode()
         resp = await self._call(
-            self._kv.Range, rpc.RangeRequest(key=raw, range_end=prefix_range_end(raw))
-        )
+            self._kv.Range, rpc.RangeRequest(key=raw, range_end=prefix_range_end(raw)), "list",
+            prefix)
         return [_kv(kv) for kv in resp.kvs], int(resp.header.revision)
 
     async def range(self, prefix: str, *, start: str | None = None, limit: int = 0,
@@ -328,7 +346,8 @@ class Storage:
             raise FutureRevision(revision)
         end = prefix_range_end(prefix.encode())
         resp = await self._call(self._kv.Range, rpc.RangeRequest(
-            key=(start or prefix).encode(), range_end=end, limit=limit, revision=revision))
+            key=(start or prefix).encode(), range_end=end, limit=limit, revision=revision),
+            "list", prefix)
         return RangeResult([_kv(kv) for kv in resp.kvs], int(resp.header.revision),
                            bool(resp.more), int(resp.count))
 
@@ -338,9 +357,10 @@ class Storage:
 
     # -- writes ------------------------------------------------------------------------
 
-    async def _txn(self, compare: list[Any], success: list[Any], failure: list[Any]) -> Any:
+    async def _txn(self, compare: list[Any], success: list[Any], failure: list[Any],
+                   operation: str, key: str) -> Any:
         request = rpc.TxnRequest(compare=compare, success=success, failure=failure)
-        return await self._call(self._kv.Txn, request)
+        return await self._call(self._kv.Txn, request, operation, key)
 
     async def create(self, key: str, obj: dict[str, Any], *, lease: int = 0,
                      requires: str | None = None) -> int:
@@ -355,7 +375,7 @@ class Storage:
             failure.append(rpc.RequestOp(
                 request_range=rpc.RangeRequest(key=requires.encode(), count_only=True)))
         put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=encode(obj), lease=lease))
-        resp = await self._txn(compare, [put], failure)
+        resp = await self._txn(compare, [put], failure, "create", key)
         if resp.succeeded:
             return int(resp.header.revision)
         if requires is not None and resp.responses[1].response_range.count == 0:
@@ -370,7 +390,7 @@ class Storage:
                                mod_revision=expected_revision)]
         put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=encode(obj), lease=lease))
         get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
-        resp = await self._txn(compare, [put], [get])
+        resp = await self._txn(compare, [put], [get], "update", key)
         if resp.succeeded:
             return int(resp.header.revision)
         kvs = resp.responses[0].response_range.kvs
@@ -385,7 +405,7 @@ class Storage:
                                mod_revision=expected_revision)]
         delete = rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=raw, prev_kv=True))
         get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
-        resp = await self._txn(compare, [delete], [get])
+        resp = await self._txn(compare, [delete], [get], "delete", key)
         if resp.succeeded:
             prev = resp.responses[0].response_delete_range.prev_kvs
             if not prev:
@@ -417,7 +437,7 @@ class Storage:
                                version=expected_version)]
         put = rpc.RequestOp(request_put=rpc.PutRequest(key=raw, value=value))
         get = rpc.RequestOp(request_range=rpc.RangeRequest(key=raw))
-        resp = await self._txn(compare, [put], [get])
+        resp = await self._txn(compare, [put], [get], "update", key)
         revision = int(resp.header.revision)
         if resp.succeeded:
             return True, revision, expected_version + 1, value

@@ -236,8 +236,9 @@ WRITE_BYTES = 64 * 1024
 
 async def watch_lines(events: AsyncIterator[Event], *, timeout: float,
                       render: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-                      ) -> AsyncIterator[bytes]:
-    """The HTTP body: one JSON line per event, ending after `timeout` seconds."""
+                      sent: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+    """The HTTP body: one JSON line per event, ending after `timeout` seconds; `sent` is
+    called for each event (apiserver_watch_events_total)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     iterator = aiter(events)
@@ -270,6 +271,8 @@ async def watch_lines(events: AsyncIterator[Event], *, timeout: float,
                 line = event.line() if isinstance(event, Change) else encode_line(event)
             pending.append(line)
             size += len(line)
+            if sent is not None:
+                sent()
             if size >= WRITE_BYTES:
                 yield b"".join(pending)
                 pending.clear()

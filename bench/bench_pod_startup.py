@@ -12,15 +12,21 @@ In one run, against one freshly started etcd + apiserver + kubelet on the local 
 2. plain pods (`nodeName` set): one after the other, then all at once;
 3. full pods, all at once: a readiness probe (tcpSocket, periodSeconds 1), a configMap volume
    and an emptyDir volume mounted in the container;
-4. recording on/off: the full burst again on an apiserver + kubelet started with
-   KUBELITE_TIMELINE=off (no `timeline.kubelite.io/*` annotations, no Event eventTime),
-   next to one with the recording on, alternately (`--rounds` of each); throughput =
-   pods / (first create sent -> last pod Ready).
+4. recording on/off: two clusters A and B run side by side on the same etcd and dockerd,
+   each an apiserver + kubelet with a node of its own, one started with
+   KUBELITE_TIMELINE=off (no `timeline.kubelite.io/*` annotations, no Event eventTime);
+   `--rounds` rounds each run the full burst once on both, in ABBA order (on-off,
+   off-on, ...) so that a drift of the machine's load hits both alike, half of them with
+   A recording and B not, then (both restarted) the other half the other way round: an
+   A/A run (`--control`) showed one of two identical clusters ahead by as much as the
+   recording was thought to cost, and this crossover cancels that edge. Throughput = pods
+   / (first create sent -> last pod Ready); each round's cost is 1 - on/off; printed: every
+   round, each phase's median, and their mean (the estimate), with A's own edge.
 
 Pod latency = POST sent -> first watch event with the pod's Ready condition True. Prints
 p50/p99 of each and the ratios pod / baseline.
 
-    .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 1]
+    .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 8] [--recording-only]
 """
 
 from __future__ import annotations
@@ -227,9 +233,11 @@ class Cluster:
     def __init__(self, etcd: Etcd, workdir: Path, node: str, *, recording: bool) -> None:
         env = {} if recording else {RECORDING_ENV: "off"}
         tag = "on" if recording else "off"
-        self.server = ApiServer(etcd, workdir / f"recording-{tag}")
+        workdir = workdir / f"recording-{tag}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.server = ApiServer(etcd, workdir)
         self.server.process.env = {**(self.server.process.env or {}), **env}
-        self.kubelet = KubeletProcess(self.server, workdir / f"recording-{tag}", node_name=node)
+        self.kubelet = KubeletProcess(self.server, workdir, node_name=node)
         self.kubelet.process.env = {**(self.kubelet.process.env or {}), **env}
         self.node = node
 
@@ -292,74 +300,160 @@ async def profiled(kubelet: KubeletProcess, path: str | None) -> Any:
         print(f"kubelet profile in {path} ({stderr.decode(errors='replace').strip()[-200:]})")
 
 
-async def bench(count: int, rounds: int, profile: str | None) -> None:
+def recording_cost_report(count: int, rates: list[tuple[str, float, float]]) -> list[str]:
+    """The recording's cost from paired rounds of (phase, on, off) throughputs: each round's
+    1 - on/off and their median per phase; the crossover estimate (the mean of the two
+    phases' medians, in which the one cluster's edge over the other cancels) and that
+    edge itself."""
+    lines = [f"  recording on/off, {count} probe+volumes pods at once, {len(rates)} rounds "
+             "(pods/s, ABBA order in each phase):"]
+    by_phase: dict[str, list[float]] = {}
+    for i, (phase, on, off) in enumerate(rates):
+        cost = 1 - on / off
+        by_phase.setdefault(phase, []).append(cost)
+        lines.append(f"    round {i + 1} ({phase}): on {on:6.2f}  off {off:6.2f}  "
+                     f"cost {cost * 100:+6.1f}%")
+    medians = {phase: statistics.median(costs) for phase, costs in by_phase.items()}
+    for phase, costs in by_phase.items():
+        lines.append(f"    {phase}: median cost {medians[phase] * 100:+.1f}% (spread "
+                     f"{min(costs) * 100:+.1f}%..{max(costs) * 100:+.1f}%)")
+    lines.append(f"    median throughput: on {statistics.median(r[1] for r in rates):.2f}, "
+                 f"off {statistics.median(r[2] for r in rates):.2f} pods/s")
+    if len(medians) == 2:
+        first, second = medians.values()
+        lines.append(f"    recording costs {(first + second) / 2 * 100:+.1f}% (crossover: "
+                     f"the mean of the two phases); cluster A's own edge over B "
+                     f"{(second - first) / 2 * 100:+.1f}%")
+    return lines
+
+
+async def full_burst(client: ApiClient, watcher: ReadyWatcher, cluster: Cluster, prefix: str,
+                     count: int) -> float:
+    """The throughput of one burst of `count` probe+volumes pods on `cluster`."""
+    _, rate = await pod_run(client, watcher, cluster.node, prefix.lower(), count, full_pod,
+                            burst=True)
+    return rate
+
+
+async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
+                           rounds: int, *, control: bool = False,
+                           ) -> list[tuple[str, float, float]]:
+    """(phase, on, off) throughputs of `rounds` paired bursts on two clusters A and B
+    running side by side: in the first phase A records and B does not, in the second
+    (both restarted) the other way round, so that whatever makes one of them faster (an
+    A/A run showed one side ahead by as much as the recording was thought to cost) counts
+    once for and once against the recording. A warm-up burst on each cluster starts each
+    phase. `control`: both record in both phases (an A/A run)."""
+    rates: list[tuple[str, float, float]] = []
+    per_phase = max(1, rounds // 2)
+    for phase, a_records in (("A on, B off", True), ("A off, B on", False)):
+        sides = {"A": a_records or control, "B": (not a_records) or control}
+        clusters = {side: Cluster(etcd, workdir / f"{phase[:1]}{len(rates)}-{side}",
+                                  f"{node}-{side.lower()}", recording=recording)
+                    for side, recording in sides.items()}
+        recording_side = "A" if a_records else "B"
+        other_side = "B" if a_records else "A"
+        try:
+            for cluster in clusters.values():
+                cluster.start()
+            async with connected(clusters[recording_side], count) as on, \
+                    connected(clusters[other_side], count) as off:
+                pairs = {True: (on[0], on[1], clusters[recording_side]),
+                         False: (off[0], off[1], clusters[other_side])}
+                for recording in (True, False):
+                    await full_burst(*pairs[recording], f"warm-{len(rates)}-{recording}", count)
+                for r in range(per_phase):
+                    measured: dict[bool, float] = {}
+                    for recording in ((True, False) if r % 2 == 0 else (False, True)):
+                        measured[recording] = await full_burst(
+                            *pairs[recording], f"rec-{len(rates)}-{recording}", count)
+                    rates.append((phase, measured[True], measured[False]))
+                    print(f"  {phase}, round {r + 1}/{per_phase}: on {measured[True]:.2f} "
+                          f"off {measured[False]:.2f} pods/s", flush=True)
+        except (httpx.HTTPError, TimeoutError) as e:
+            for cluster in clusters.values():
+                print(f"--- {cluster.node} kubelet log tail ---\n{cluster.kubelet.log()[-3000:]}")
+            print(f"benchmark failed: {e!r}")
+            raise
+        finally:
+            for cluster in clusters.values():
+                cluster.stop()
+                remove_node_containers(cluster.node)
+    return rates
+
+
+async def bench(count: int, rounds: int, profile: str | None, recording_only: bool,
+                control: bool = False) -> None:
     ensure_docker()
     label = f"bench-{int(time.time())}"
     node = f"bench-node-{int(time.time())}"
-    base_seq = await docker_pod_latencies(count, label, burst=False)
-    base_burst = await docker_pod_latencies(count, label, burst=True)
-    throughputs: dict[bool, list[float]] = {True: [], False: []}
+    lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         etcd = Etcd(Path(tmp)).start()
-        cluster: Cluster | None = None
         try:
-            cluster = Cluster(etcd, Path(tmp), node, recording=True).start()
-            async with connected(cluster, count) as (client, watcher):
-                seq, _ = await pod_run(client, watcher, node, "seq", count, plain_pod,
-                                       burst=False)
-                plain, _ = await pod_run(client, watcher, node, "plain", count, plain_pod,
-                                         burst=True)
-                async with profiled(cluster.kubelet, profile):
-                    full, full_rate = await pod_run(client, watcher, node, "full", count,
-                                                    full_pod, burst=True)
-            throughputs[True].append(full_rate)
-            for r in range(rounds):
-                for recording in ((False, True) if r + 1 < rounds else (False,)):
-                    cluster.stop()
-                    cluster = Cluster(etcd, Path(tmp), node, recording=recording).start()
-                    async with connected(cluster, count) as (client, watcher):
-                        _, rate = await pod_run(client, watcher, node,
-                                                f"rec-{recording}-{r}".lower(), count,
-                                                full_pod, burst=True)
-                    throughputs[recording].append(rate)
-        except (httpx.HTTPError, TimeoutError) as e:
-            log = cluster.kubelet.log()[-3000:] if cluster else ""
-            print(f"benchmark failed: {e!r}\n--- kubelet log tail ---\n{log}")
-            raise
+            if not recording_only:
+                lines = await startup_latencies(etcd, Path(tmp), node, label, count, profile)
+            rates = await recording_rounds(etcd, Path(tmp), node, count, rounds,
+                                           control=control)
         finally:
-            if cluster is not None:
-                cluster.stop()
             etcd.stop()
-            remove_node_containers(node)
-
     print(f"pod startup, {count} pods, images {PAUSE_IMAGE} + {BUSYBOX_IMAGE}")
-    print(f"  one at a time: docker API sandbox+app  {summary(base_seq)}")
-    print(f"  one at a time: plain pod               {summary(seq)}")
-    print(f"  {count} at once:   docker API sandbox+app  {summary(base_burst)}")
-    print(f"  {count} at once:   plain pod               {summary(plain)}")
-    print(f"  {count} at once:   probe+volumes pod       {summary(full)}")
-    print(f"  ratio plain pod / docker API, one at a time: {ratio(seq, base_seq)}")
-    print(f"  ratio plain pod / docker API, {count} at once:   {ratio(plain, base_burst)}")
-    print(f"  ratio probe+volumes pod / docker API, {count} at once: {ratio(full, base_burst)}")
-    on, off = statistics.mean(throughputs[True]), statistics.mean(throughputs[False])
-    print(f"  throughput, {count} probe+volumes pods at once: recording on "
-          f"{' '.join(f'{t:.2f}' for t in throughputs[True])} pods/s (mean {on:.2f}), off "
-          f"{' '.join(f'{t:.2f}' for t in throughputs[False])} pods/s (mean {off:.2f}); "
-          f"recording costs {(1 - on / off) * 100:+.1f}%")
+    if control:
+        lines.append("  CONTROL RUN: both sides record; 'off' is a second recording cluster")
+    for line in lines + recording_cost_report(count, rates):
+        print(line)
+
+
+async def startup_latencies(etcd: Etcd, workdir: Path, node: str, label: str, count: int,
+                            profile: str | None) -> list[str]:
+    """Parts 1-3: the Docker API baseline, plain pods and full pods, as report lines."""
+    base_seq = await docker_pod_latencies(count, label, burst=False)
+    base_burst = await docker_pod_latencies(count, label, burst=True)
+    cluster = Cluster(etcd, workdir, node, recording=True)
+    try:
+        cluster.start()
+        async with connected(cluster, count) as (client, watcher):
+            seq, _ = await pod_run(client, watcher, node, "seq", count, plain_pod, burst=False)
+            plain, _ = await pod_run(client, watcher, node, "plain", count, plain_pod,
+                                     burst=True)
+            async with profiled(cluster.kubelet, profile):
+                full, _ = await pod_run(client, watcher, node, "full", count, full_pod,
+                                        burst=True)
+    except (httpx.HTTPError, TimeoutError) as e:
+        print(f"benchmark failed: {e!r}\n--- kubelet log tail ---\n{cluster.kubelet.log()[-3000:]}")
+        raise
+    finally:
+        cluster.stop()
+        remove_node_containers(node)
+    return [
+        f"  one at a time: docker API sandbox+app  {summary(base_seq)}",
+        f"  one at a time: plain pod               {summary(seq)}",
+        f"  {count} at once:   docker API sandbox+app  {summary(base_burst)}",
+        f"  {count} at once:   plain pod               {summary(plain)}",
+        f"  {count} at once:   probe+volumes pod       {summary(full)}",
+        f"  ratio plain pod / docker API, one at a time: {ratio(seq, base_seq)}",
+        f"  ratio plain pod / docker API, {count} at once:   {ratio(plain, base_burst)}",
+        f"  ratio probe+volumes pod / docker API, {count} at once: {ratio(full, base_burst)}"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="recording-off bursts (each but the last followed by one on)")
+    parser.add_argument("--rounds", type=int, default=8,
+                        help="paired recording on/off bursts (ABBA order), half with each "
+                             "cluster recording")
+    parser.add_argument("--recording-only", action="store_true",
+                        help="only part 4, the recording's cost")
+    parser.add_argument("--control", action="store_true",
+                        help="part 4 as an A/A run: both clusters record (the setup's own "
+                             "difference between its two sides)")
     parser.add_argument("--profile", metavar="FILE",
                         help="py-spy record the kubelet during the first probe+volumes burst "
                              "into FILE (collapsed stacks; py-spy must be on PATH or in the "
                              "venv)")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods, args.rounds, args.profile))
+    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only, args.control))
 
 
 if __name__ == "__main__":

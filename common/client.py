@@ -15,16 +15,18 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import time
 from collections.abc import AsyncGenerator, Mapping
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 import orjson
 
 from common.errors import ApiError, Gone, error_from_status
 from common.kubeconfig import Connection, plain
+from common.metrics import Counter, Histogram, Metrics
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,10 @@ PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
     "strategic": "application/strategic-merge-patch+json",
 }
+
+
+# client-go's rest_client_request_duration_seconds buckets
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
 def api_prefix(resource: str, group_versions: Mapping[str, str] = GROUP_VERSIONS) -> str:
@@ -168,6 +174,26 @@ class ApiClient:
             verify=connection.verify, limits=limits,
             headers={"User-Agent": user_agent, "Accept": "application/json",
                      **connection.headers})
+        # client-go's rest_client metrics; a component adds them to its /metrics
+        self.host = urlsplit(self.base_url).netloc
+        self.rest_requests = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ("code", "method", "host"))
+        self.rest_durations = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.", ("verb", "host"),
+            REST_CLIENT_BUCKETS)
+
+    def add_metrics(self, metrics: Metrics) -> None:
+        """Serve this client's rest_client_* metrics on a component's /metrics."""
+        metrics.add(self.rest_requests)
+        metrics.add(self.rest_durations)
+
+    def measured(self, method: str, code: str, started: float) -> None:
+        """One request answered (`code`: its status, or `<error>` when none came)."""
+        self.rest_requests.inc((code, method, self.host))
+        self.rest_durations.observe(time.perf_counter() - started, (method, self.host))
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -191,8 +217,14 @@ class ApiClient:
         if body is not None:
             content = json.dumps(body).encode()
             headers["Content-Type"] = content_type
-        response = await self._http.request(method, path, params=params, content=content,
-                                            headers=headers)
+        started = time.perf_counter()
+        try:
+            response = await self._http.request(method, path, params=params, content=content,
+                                                headers=headers)
+        except httpx.HTTPError:
+            self.measured(method, "<error>", started)
+            raise
+        self.measured(method, str(response.status_code), started)
         log.debug("%s %s -> %d", method, path, response.status_code)
         raise_for_status(response, response.content)
         if not response.content:
@@ -288,7 +320,9 @@ class ApiClient:
         # A watch is quiet for as long as nothing changes: never cut it on a read timeout.
         timeout = httpx.Timeout(self.timeout, read=None)
         path = self.path(resource, namespace=namespace)
+        started = time.perf_counter()
         async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            self.measured("GET", str(response.status_code), started)
             if response.status_code >= 300:
                 raise_for_status(response, await response.aread())
             async for line in response.aiter_lines():

@@ -26,26 +26,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from common.metrics import CONTENT_TYPE
 
 Checks = Callable[[], Mapping[str, str | None]]
 
 
 # -- what it says (pure) -----------------------------------------------------------------------
-
-
-def label_value(value: str) -> str:
-    """A Prometheus label value, escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def metric_family(name: str, kind: str, help_text: str,
-                  samples: list[tuple[dict[str, str], int]]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
-    for labels, value in samples:
-        rendered = ",".join(f'{key}="{label_value(v)}"' for key, v in labels.items())
-        lines.append(f"{name}{{{rendered}}} {value}" if rendered else f"{name} {value}")
-    return lines
 
 
 def health_report(endpoint: str, checks: Mapping[str, str | None], *,
@@ -74,7 +60,7 @@ class Endpoints:
 
     live: Checks  # check name -> None when it passes, else why it fails
     ready: Checks
-    metrics: Callable[[], str]
+    metrics: Callable[[], bytes]  # the Prometheus text page
 
 
 def health_route(endpoint: str, checks: Checks) -> Route:

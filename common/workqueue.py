@@ -14,14 +14,27 @@ time. As client-go's queue:
 
 `get()` waits for a key; after `shut_down()` it returns None once the queue is empty.
 Everything runs on the event loop: no locks, nothing blocks.
+
+client-go's queue metrics are kept per queue (`name` label): `adds`, `retries`, `len()`,
+and `queue_duration` (added -> handed to a worker) and `work_duration` (handed -> done)
+with client-go's buckets; the controller-manager serves them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 from common.backoff import ItemBackoff
+from common.metrics import Histogram, exponential_buckets
+
+# client-go's workqueue_queue_duration_seconds and workqueue_work_duration_seconds buckets
+DURATION_BUCKETS = exponential_buckets(10e-9, 10, 10)
+QUEUE_DURATION = ("workqueue_queue_duration_seconds",
+                  "How long in seconds an item stays in workqueue before being requested.")
+WORK_DURATION = ("workqueue_work_duration_seconds",
+                 "How long in seconds processing an item from workqueue takes.")
 
 
 class WorkQueue:
@@ -36,9 +49,24 @@ class WorkQueue:
         self._shutting_down = False
         self.adds = 0  # workqueue_adds_total
         self.retries = 0  # workqueue_retries_total
+        self.queue_duration = Histogram(*QUEUE_DURATION, ("name",), DURATION_BUCKETS)
+        self.work_duration = Histogram(*WORK_DURATION, ("name",), DURATION_BUCKETS)
+        self._labels = (name,)
+        self._added_at: dict[str, float] = {}  # queued key -> when
+        self._started_at: dict[str, float] = {}  # key being processed -> since when
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    def longest_running(self) -> float:
+        """workqueue_longest_running_processor_seconds: how long the oldest key being
+        processed has been."""
+        return time.monotonic() - min(self._started_at.values()) if self._started_at else 0.0
+
+    def unfinished_work(self) -> float:
+        """workqueue_unfinished_work_seconds: the time spent on keys not done yet."""
+        now = time.monotonic()
+        return sum(now - started for started in self._started_at.values())
 
     @property
     def shutting_down(self) -> bool:
@@ -51,6 +79,7 @@ class WorkQueue:
         self.adds += 1
         if key in self._processing:
             return  # `done` queues it again
+        self._added_at[key] = time.monotonic()
         self._queue.append(key)
         self._wake_one()
 
@@ -69,11 +98,21 @@ class WorkQueue:
         key = self._queue.popleft()
         self._processing.add(key)
         self._dirty.discard(key)
+        now = time.monotonic()
+        added = self._added_at.pop(key, None)
+        if added is not None:
+            self.queue_duration.observe(now - added, self._labels)
+        self._started_at[key] = now
         return key
 
     def done(self, key: str) -> None:
         self._processing.discard(key)
+        now = time.monotonic()
+        started = self._started_at.pop(key, None)
+        if started is not None:
+            self.work_duration.observe(now - started, self._labels)
         if key in self._dirty:
+            self._added_at[key] = now
             self._queue.append(key)
             self._wake_one()
 

@@ -18,12 +18,12 @@ from typing import Any
 
 from common import component
 from common.client import GROUP_VERSIONS, ApiClient
-from common.endpoint import metric_family
 from common.event_queue import QueuedRecorder
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
-from common.workqueue import WorkQueue
+from common.metrics import Histogram, Merged, Metrics
+from common.workqueue import DURATION_BUCKETS, QUEUE_DURATION, WORK_DURATION, WorkQueue
 from controller_manager import (
     deployment,
     garbagecollector,
@@ -154,10 +154,15 @@ class ControllerManager:
             group_versions=CONTROLLER_GROUP_VERSIONS,
             transport=PooledTransport(client.connection.server, size=WRITE_CONNECTIONS,
                                       ssl_context=client.connection.ssl_context))
+        # its requests counted with the watches' in one set of rest_client metrics
+        self.writer.rest_requests = client.rest_requests
+        self.writer.rest_durations = client.rest_durations
         self.factory = SharedInformerFactory(client)
         self.enabled = enabled_controllers(options.controllers)
         self.queues: list[WorkQueue] = []
         self.recorders: list[QueuedRecorder] = []
+        self.elector: LeaderElector | None = None  # what /metrics reports on
+        self.prometheus = self.register_metrics()
         self.started = False
 
     def build(self) -> dict[str, Runner]:
@@ -223,23 +228,43 @@ class ControllerManager:
                 "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
                 "shutdown": "shutting down" if stopping.is_set() else None}
 
-    def metrics(self, elector: LeaderElector | None) -> str:
-        lines: list[str] = []
-        if elector is not None:
-            lines += metric_family(
-                "leader_election_master_status", "gauge",
+    def metrics(self, elector: LeaderElector | None) -> bytes:
+        self.elector = elector
+        return self.prometheus.render()
+
+    def register_metrics(self) -> Metrics:
+        """client-go's workqueue metrics for every controller's queue, leader election's
+        gauge, and the client's rest_client metrics."""
+        m = Metrics()
+        m.gauge("leader_election_master_status",
                 "Gauge of if the reporting system is master of the relevant lease, 0 "
-                "indicates backup, 1 indicates master.",
-                [({"name": LEASE_NAME}, int(elector.leading.is_set()))])
-        lines += metric_family("workqueue_depth", "gauge", "Current depth of workqueue",
-                               [({"name": q.name}, len(q)) for q in self.queues])
-        lines += metric_family("workqueue_adds_total", "counter",
-                               "Total number of adds handled by workqueue",
-                               [({"name": q.name}, q.adds) for q in self.queues])
-        lines += metric_family("workqueue_retries_total", "counter",
-                               "Total number of retries handled by workqueue",
-                               [({"name": q.name}, q.retries) for q in self.queues])
-        return "\n".join(lines) + "\n"
+                "indicates backup, 1 indicates master. 'name' is the string used to "
+                "identify the lease.", ("name",),
+                lambda: [] if self.elector is None else [
+                    ((LEASE_NAME,), int(self.elector.leading.is_set()))])
+        m.gauge("workqueue_depth", "Current depth of workqueue", ("name",),
+                lambda: [((q.name,), len(q)) for q in self.queues])
+        m.counter_func("workqueue_adds_total", "Total number of adds handled by workqueue",
+                       ("name",), lambda: [((q.name,), q.adds) for q in self.queues])
+        m.counter_func("workqueue_retries_total", "Total number of retries handled by "
+                       "workqueue", ("name",), lambda: [((q.name,), q.retries)
+                                                        for q in self.queues])
+        m.add(Merged(Histogram(*QUEUE_DURATION, ("name",), DURATION_BUCKETS),
+                     lambda: [q.queue_duration for q in self.queues]))
+        m.add(Merged(Histogram(*WORK_DURATION, ("name",), DURATION_BUCKETS),
+                     lambda: [q.work_duration for q in self.queues]))
+        m.gauge("workqueue_unfinished_work_seconds",
+                "How many seconds of work has done that is in progress and hasn't been "
+                "observed by work_duration. Large values indicate stuck threads. One can "
+                "deduce the number of stuck threads by observing the rate at which this "
+                "increases.", ("name",),
+                lambda: [((q.name,), q.unfinished_work()) for q in self.queues])
+        m.gauge("workqueue_longest_running_processor_seconds",
+                "How many seconds has the longest running processor for workqueue been "
+                "running.", ("name",),
+                lambda: [((q.name,), q.longest_running()) for q in self.queues])
+        self.client.add_metrics(m)
+        return m
 
 
 async def serve(options: Options) -> None:

@@ -66,6 +66,7 @@ from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, 
 from kubelet.dns import DnsSettings
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.docker_stream import DockerStreams
+from kubelet.metrics import KubeletMetrics
 from kubelet.node import (
     MAX_PODS,
     NODE_LEASE_DURATION_SECONDS,
@@ -303,6 +304,7 @@ async def run(args: argparse.Namespace) -> None:
     log.info("kubelet %s: capacity %s, allocatable %s", node_name,
              quantity_strings(capacity), quantity_strings(node_allocatable))
     docker = DockerClient(args.docker_socket)
+    docker.runtime_metrics = metrics = KubeletMetrics()
     runtime = DockerRuntime(docker, node_name=node_name,
                             sandbox_image=args.pod_infra_container_image,
                             memory_capacity=int(capacity[MEMORY]),
@@ -311,6 +313,7 @@ async def run(args: argparse.Namespace) -> None:
     api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
                     user_agent=f"kubelet/{node_name}",
                     group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
+    api.add_metrics(metrics.metrics)
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     status = StatusManager(api)
     objects = ObjectManager(api)
@@ -323,7 +326,7 @@ async def run(args: argparse.Namespace) -> None:
                                                   cluster_dns=args.cluster_dns,
                                                   cluster_domain=args.cluster_domain,
                                                   resolver_config=args.resolv_conf)),
-                         objects=objects, volumes=volumes)
+                         objects=objects, volumes=volumes, metrics=metrics)
     objects.on_change = workers.poke_all  # a changed ConfigMap/Secret: refresh its pods
     informer = Informer(api, "pods", field_selector=f"spec.nodeName={node_name}",
                         on_add=workers.update, on_update=lambda _old, new: workers.update(new),
@@ -339,6 +342,8 @@ async def run(args: argparse.Namespace) -> None:
     lease = NodeLease(client=api, node_name=node_name,
                       duration_seconds=args.node_lease_duration_seconds)
     pleg = Pleg(runtime, workers.cache, on_change=workers.poke)
+    pleg.relist_duration = metrics.pleg_relist
+    metrics.register(pleg.relisted)
 
     async def cleanup_orphans(summaries: list[ContainerSummary]) -> None:
         # Only once the informer knows every pod: before, every container looks orphaned.
@@ -346,7 +351,7 @@ async def run(args: argparse.Namespace) -> None:
             await workers.cleanup_orphans(summaries)
 
     app = with_auth(make_app(runtime=runtime, get_pod=workers.get_pod,
-                             docker=DockerStreams(args.docker_socket)),
+                             docker=DockerStreams(args.docker_socket), metrics=metrics.render),
                     kubelet_auth(args, api))
     server = uvicorn.Server(server_config(args, app))
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from common.metrics import Histogram
 from kubelet.runtime import (
     SETTLED_STATES,
     ContainerInfo,
@@ -113,10 +114,12 @@ class Pleg:
         # container id -> (its listed state when inspected, what the inspect said)
         self._inspected: dict[str, tuple[ContainerState, ContainerInfo | SandboxInfo]] = {}
         self._limit = asyncio.Semaphore(inspect_concurrency)
+        self.relist_duration: Histogram | None = None  # kubelet_pleg_relist_duration_seconds
 
     async def relist(self) -> list[ContainerSummary]:
         """One relist; raises (and changes nothing) when the runtime does not answer."""
         at = self.clock()
+        started = time.perf_counter()
         summaries = await self.runtime.list_summaries()
         current = {s.id: s for s in summaries}
         changed = changed_pods(self._previous, current)
@@ -133,7 +136,13 @@ class Pleg:
                            if cid in current}
         for uid in uids:
             self.on_change(uid)
+        if self.relist_duration is not None:
+            self.relist_duration.observe(time.perf_counter() - started)
         return summaries
+
+    def relisted(self) -> Iterable[ContainerSummary]:
+        """The containers and sandboxes the last relist saw."""
+        return self._previous.values()
 
     async def _observe(self, summaries: list[ContainerSummary]) -> PodObservation:
         found = [await self._inspect(summary) for summary in summaries]

@@ -37,6 +37,7 @@ from common.errors import ApiError
 from kubelet.actions import Backoff
 from kubelet.events import EventSink, Recorder
 from kubelet.images import ImageManager
+from kubelet.metrics import KubeletMetrics
 from kubelet.objects import ObjectManager
 from kubelet.pleg import PodCache
 from kubelet.prober import ProbeManager
@@ -91,8 +92,10 @@ class PodWorkers:
                  status: StatusManager | None = None,
                  status_retry_seconds: float = 1.0,
                  objects: ObjectManager | None = None,
-                 volumes: VolumeManager | None = None) -> None:
+                 volumes: VolumeManager | None = None,
+                 metrics: KubeletMetrics | None = None) -> None:
         self.runtime = runtime
+        self.metrics = metrics
         self.config = config
         self.clock = clock
         self.events = EventSink(recorder)
@@ -105,7 +108,7 @@ class PodWorkers:
         self.syncer = PodSyncer(runtime=runtime, api=api, status=self.status,
                                 events=self.events, images=self.images, cache=self.cache,
                                 config=config, prober=self.prober, objects=objects,
-                                volumes=volumes, clock=clock)
+                                volumes=volumes, clock=clock, metrics=metrics)
         self.workers: dict[str, PodWorker] = {}
         self._orphans_in_progress: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -125,7 +128,7 @@ class PodWorkers:
         if worker is None:
             # Whatever the cache holds was read before this worker existed: its first
             # view comes from the runtime, or from a relist that started after now.
-            worker = PodWorker(pod=pod, ref=ref, acted_at=self.clock())
+            worker = PodWorker(pod=pod, ref=ref, acted_at=self.clock(), first_seen=self.clock())
             self.workers[ref.uid] = worker
             self.events.note(ref.uid, timeline.KUBELET_SEEN)
             self.events.note(ref.uid, timeline.KUBELET_SEEN_REVISION,
@@ -214,6 +217,7 @@ class PodWorkers:
             (worker.pod.get("metadata") or {}).get("deletionTimestamp"))
         worker.sync_task = asyncio.create_task(self.syncer.sync(worker),
                                                name=f"pod-sync {worker.ref.key}")
+        started = time.perf_counter()
         failed = True
         try:
             await worker.sync_task
@@ -232,6 +236,9 @@ class PodWorkers:
         finally:
             worker.sync_task = None
             worker.terminating = False
+            if self.metrics is not None:
+                self.metrics.pod_worker.observe(time.perf_counter() - started,
+                                                ("create" if worker.syncs == 1 else "sync",))
         if failed:
             # It may have changed containers without getting to record it.
             worker.acted_at = self.clock()

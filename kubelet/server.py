@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from kubelet.docker_stream import DockerStreams
 from kubelet.runtime import ContainerInfo, Runtime, pod_ref
 from kubelet.streaming.handlers import streaming_routes
@@ -98,10 +99,17 @@ async def limited(chunks: AsyncIterator[bytes], limit: int | None) -> AsyncItera
 
 
 def make_app(*, runtime: Runtime, get_pod: PodLookup,
-             docker: DockerStreams | None = None) -> Starlette:
-    """`docker`: the exec/attach streams (the default socket when not given)."""
+             docker: DockerStreams | None = None,
+             metrics: Callable[[], bytes] | None = None) -> Starlette:
+    """`docker`: the exec/attach streams (the default socket when not given); `metrics`:
+    the /metrics page."""
     async def healthz(request: Request) -> Response:
         return PlainTextResponse("ok")
+
+    async def metrics_page(request: Request) -> Response:
+        if metrics is None:
+            return PlainTextResponse("404 page not found", status_code=404)
+        return Response(metrics(), media_type=METRICS_CONTENT_TYPE)
 
     async def container_logs(request: Request) -> Response:
         namespace = request.path_params["namespace"]
@@ -141,6 +149,7 @@ def make_app(*, runtime: Runtime, get_pod: PodLookup,
                                docker=docker if docker is not None else DockerStreams())
     return Starlette(routes=[
         Route("/healthz", healthz),
+        Route("/metrics", metrics_page),
         Route("/containerLogs/{namespace}/{pod}/{container}", container_logs),
         *(Route(path, handler, methods=["GET", "POST"]) for path, handler in streams.items()),
     ])

@@ -47,6 +47,7 @@ from kubelet.env import EnvError, EnvSources, PodContext, container_env, env_fro
 from kubelet.events import EventSink
 from kubelet.images import ImageManager
 from kubelet.lifecycle import POST_START_TIMEOUT_SECONDS, remaining_grace, run_handler
+from kubelet.metrics import KubeletMetrics, container_type
 from kubelet.objects import ObjectError, ObjectManager
 from kubelet.pleg import CachedPod, PodCache
 from kubelet.prober import ProbeManager
@@ -103,6 +104,8 @@ class PodState:
     acted_at: float = 0.0
     view: CachedPod | None = None  # the runtime view the current sync works from
     volume_paths: dict[str, str] = field(default_factory=dict)  # volume -> host path
+    first_seen: float = 0.0  # when its worker started (kubelet_pod_start_duration_seconds)
+    start_observed: bool = False  # its first Running status was observed
 
 
 # --- pure helpers ------------------------------------------------------------------------
@@ -141,9 +144,11 @@ class PodSyncer:
                  events: EventSink, images: ImageManager, cache: PodCache,
                  config: KubeletConfig, prober: ProbeManager | None = None,
                  objects: ObjectManager | None = None, volumes: VolumeManager | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 metrics: KubeletMetrics | None = None) -> None:
         self.runtime = runtime
         self.api = api
+        self.metrics = metrics
         self.status = status
         self.events = events
         self.images = images
@@ -323,7 +328,14 @@ class PodSyncer:
                                     observation=observation,
                                     waiting=dict(state.waiting), node_ip=self.config.node_ip,
                                     now=datetime.now(UTC), probes=probes)
-        return self.status.set_status(state.pod, compute)
+        status = self.status.set_status(state.pod, compute)
+        if self.metrics is not None and not state.start_observed \
+                and status.get("phase") == "Running":
+            state.start_observed = True
+            # running already as the API has it: a kubelet restarted, not a pod starting
+            if (state.pod.get("status") or {}).get("phase") != "Running":
+                self.metrics.pod_start.observe(self.clock() - state.first_seen)
+        return status
 
     async def _observe(self, state: PodState) -> CachedPod:
         """The pod's runtime view: the PLEG's if taken since our last change, else fresh."""
@@ -465,6 +477,7 @@ class PodSyncer:
             reason = (podstatus.CREATE_CONTAINER_CONFIG_ERROR
                       if isinstance(e, CreateContainerConfigError)
                       else podstatus.CREATE_CONTAINER_ERROR)
+            self._start_failed(pod, name, reason)
             state.waiting[name] = Waiting(reason, e.message)
             self.events.emit(pod, "Warning", "Failed", f"Error: {e.message}", container=name)
             self._retry_in(state, ERROR_RETRY_SECONDS)
@@ -472,10 +485,13 @@ class PodSyncer:
         made = [ContainerSummary(id=container_id, pod=state.ref, name=name, is_sandbox=False,
                                  state="created")]
         self.events.emit(pod, "Normal", "Created", f"Created container: {name}", container=name)
+        if self.metrics is not None:
+            self.metrics.started_containers.inc((container_type(pod, name),))
         try:
             await self.runtime.start_container(container_id)
         except RuntimeFailure as e:
             self._acted(state)
+            self._start_failed(pod, name, podstatus.RUN_CONTAINER_ERROR)
             state.waiting[name] = Waiting(podstatus.RUN_CONTAINER_ERROR, e.message)
             self.events.emit(pod, "Warning", "Failed",
                              f"Error: failed to start container \"{name}\": {e.message}",
@@ -489,6 +505,10 @@ class PodSyncer:
         if post_start:
             await self._post_start(state, spec, post_start, container_id, sandbox=sandbox)
         return made
+
+    def _start_failed(self, pod: Mapping[str, Any], name: str, code: str) -> None:
+        if self.metrics is not None:
+            self.metrics.started_container_errors.inc((container_type(pod, name), code))
 
     async def _post_start(self, state: PodState, spec: Mapping[str, Any],
                           handler: Mapping[str, Any], container_id: str, *,

@@ -205,8 +205,14 @@ class FastApiClient(ApiClient):
     async def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
                        body: Any = None, content_type: str = "application/json") -> dict:
         content = orjson.dumps(body) if body is not None else None
-        answer = await self._pool.request(method, path, params=params, body=content,
-                                          content_type=content_type)
+        started = time.perf_counter()
+        try:
+            answer = await self._pool.request(method, path, params=params, body=content,
+                                              content_type=content_type)
+        except httpx.HTTPError:
+            self.measured(method, "<error>", started)
+            raise
+        self.measured(method, str(answer.status), started)
         if not 200 <= answer.status < 300:
             response = httpx.Response(answer.status, headers=answer.headers,
                                       content=answer.body,

@@ -130,6 +130,10 @@ class Scheduler:
         self.slots = asyncio.Semaphore(options.parallelism)
         self.background: set[asyncio.Task[None]] = set()
         self.attempts: Counter[str] = Counter()  # result -> scheduling attempts (/metrics)
+        # the leader elector /metrics reports on (set by SchedulerProcess.metrics)
+        self.elector: LeaderElector | None = None
+        self.prometheus = metrics.SchedulerMetrics(lambda: self.metrics_snapshot(self.elector))
+        client.add_metrics(self.prometheus.metrics)
         # One shared informer per watch (common.informer), each feeding its handler.
         self.informers = SharedInformerFactory(client)
         self.nodes = self.informers.informer("nodes", name="nodes")
@@ -303,12 +307,14 @@ class Scheduler:
         instants = scheduling_instants(self.queue.clock() - item.first_queued, started)
         if result.node_name is None:
             unschedulable = result.error is None
-            self.attempts[metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR] += 1
+            result_label = metrics.UNSCHEDULABLE if unschedulable else metrics.ERROR
+            self.attempts[result_label] += 1
             rejected_by = frozenset(status.plugin for status in
                                     result.diagnosis.node_statuses.values())
             message, outcome = result.message, None
             if unschedulable and cluster.nodes:
                 # PostFilter: kube's FitError gains the preemption message (" %v.").
+                self.prometheus.preemption_attempts.inc()
                 outcome = preempt(pod, cluster, self.filters, result.diagnosis)
                 if outcome.candidate is not None:
                     self.nominated[item.key] = (outcome.candidate.node, pod)
@@ -321,6 +327,7 @@ class Scheduler:
             log.info("%s is unschedulable (attempt %d, retry in %.0fs): %s", item.key,
                      item.attempts, retry_in, message)
             reasons = per_node_reasons(result.diagnosis) if unschedulable else None
+            self.attempt_ended(result_label, started)
             self._start(self._explain_unschedulable(pod, message, reasons, outcome,
                                                     instants=instants))
             return
@@ -330,7 +337,13 @@ class Scheduler:
                f"node(s), attempt {item.attempts + 1}")
         self._start(self._bind(item, result.node_name, how,
                                score_summary(result.scores, result.node_name),
-                               instants=instants))
+                               instants=instants, started=started))
+
+    def attempt_ended(self, result: str, started: float) -> None:
+        """scheduler_scheduling_attempt_duration_seconds: the cycle and, for a pod it
+        places, its bind (`started`: the cycle's time.time())."""
+        self.prometheus.attempt_duration.observe(time.time() - started,
+                                                 (self.options.scheduler_name, result))
 
     def _start(self, work: Coroutine[Any, Any, None]) -> None:
         task: asyncio.Task[None] = asyncio.create_task(self._in_slot(work))
@@ -348,13 +361,15 @@ class Scheduler:
     # -- API writes -----------------------------------------------------------------------
 
     async def _bind(self, item: QueuedPod, node: str, how: str, scores: str = "", *,
-                    instants: dict[str, str] | None = None) -> None:
+                    instants: dict[str, str] | None = None,
+                    started: float | None = None) -> None:
         pod = item.pod
         namespace, name = item.key.split("/", 1)
         try:
             await self.client.bind(namespace, name, node)
         except Conflict as e:
             self.attempts[metrics.ERROR] += 1
+            self.attempt_ended(metrics.ERROR, started or time.time())
             self.cache.forget(pod)
             self.queue.done(item)
             log.info("%s was bound by someone else, dropping it (%s)", item.key, e.message)
@@ -363,6 +378,7 @@ class Scheduler:
             # The pod is gone (its informer delete drops it from the queue), or the
             # node vanished between filter and bind: try again after a back-off.
             self.attempts[metrics.ERROR] += 1
+            self.attempt_ended(metrics.ERROR, started or time.time())
             self.cache.forget(pod)
             retry_in = self.queue.failed(item, unschedulable=False)
             log.warning("binding %s to %s failed, retry in %.0fs: %s", item.key, node,
@@ -370,17 +386,22 @@ class Scheduler:
             return
         except (ApiError, httpx.HTTPError) as e:
             self.attempts[metrics.ERROR] += 1
+            self.attempt_ended(metrics.ERROR, started or time.time())
             self.cache.forget(pod)
             retry_in = self.queue.failed(item, unschedulable=False)
             log.warning("binding %s to %s failed, retry in %.0fs: %s: %s", item.key, node,
                         retry_in, type(e).__name__, e)
             return
         self.attempts[metrics.SCHEDULED] += 1
+        self.attempt_ended(metrics.SCHEDULED, started or time.time())
+        since_queued = self.queue.clock() - item.first_queued
+        self.prometheus.sli_duration.observe(since_queued, (str(item.attempts + 1),))
+        self.prometheus.pod_attempts.observe(item.attempts + 1)
         self.cache.finish_binding(pod)
         self.queue.done(item)
         message = f"Successfully assigned {item.key} to {node}"
-        log.info("%s (%s, %.2fs after it was queued)%s", message, how,
-                 self.queue.clock() - item.first_queued, f"; {scores}" if scores else "")
+        log.info("%s (%s, %.2fs after it was queued)%s", message, how, since_queued,
+                 f"; {scores}" if scores else "")
         # kube's first sentence, unchanged; then, beyond kube, how the nodes scored.
         self.events.emit(pod, "Normal", "Scheduled",
                          f"{message}. {scores}" if scores else message,
@@ -504,8 +525,9 @@ class SchedulerProcess:
                 "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
                 "shutdown": "shutting down" if stopping.is_set() else None}
 
-    def metrics(self, elector: LeaderElector | None) -> str:
-        return metrics.render_metrics(self.scheduler.metrics_snapshot(elector))
+    def metrics(self, elector: LeaderElector | None) -> bytes:
+        self.scheduler.elector = elector
+        return self.scheduler.prometheus.render()
 
     def stopping(self) -> str:
         return (f"shutting down: {len(self.scheduler.queue)} pod(s) still queued, "

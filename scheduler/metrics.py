@@ -1,19 +1,24 @@
 """What the scheduler's HTTP endpoint says: health reports and the /metrics page.
 
-Pure functions of plain values; `common.endpoint` serves them. The names follow
-kube-scheduler's where the meaning is the same (`scheduler_pending_pods`,
-`scheduler_schedule_attempts_total`, `scheduler_cache_size`); the one without a kube
+`common.endpoint` serves them. The names, labels, help and buckets are kube-scheduler's
+(`scheduler_pending_pods`, `scheduler_schedule_attempts_total`,
+`scheduler_scheduling_attempt_duration_seconds`, `scheduler_pod_scheduling_sli_duration_seconds`
+(kube 1.29+'s end-to-end latency, from the first queueing to the bind),
+`scheduler_pod_scheduling_attempts`, `scheduler_preemption_attempts_total`,
+`scheduler_cache_size`, `leader_election_master_status`); the one without a kube
 counterpart is prefixed `kubelite_`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from common.endpoint import CONTENT_TYPE, health_report, metric_family
+from common.endpoint import health_report
+from common.metrics import CONTENT_TYPE, Metrics, exponential_buckets
 
-__all__ = ["CONTENT_TYPE", "MetricsSnapshot", "health_report", "render_metrics"]
+__all__ = ["CONTENT_TYPE", "MetricsSnapshot", "SchedulerMetrics", "health_report",
+           "render_metrics"]
 
 # The outcome of one scheduling attempt (kube's `result` label): bound, no node fits,
 # or anything else that went wrong (a plugin error, a failed bind, a lost race to bind).
@@ -39,30 +44,59 @@ class MetricsSnapshot:
     leader: tuple[str, bool] | None = None
 
 
+class SchedulerMetrics:
+    """kube-scheduler's metrics: the gauges and counters read from a `MetricsSnapshot` at
+    each scrape, the histograms observed by the scheduling loop as it goes."""
+
+    def __init__(self, snapshot: Callable[[], MetricsSnapshot]) -> None:
+        self.snapshot = snapshot
+        self.current = snapshot()
+        self.metrics = m = Metrics()
+        m.gauge("scheduler_pending_pods",
+                "Number of pending pods, by the queue type. 'active' means number of pods in "
+                "activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means "
+                "number of pods in unschedulablePods.", ("queue",),
+                lambda: [((q,), self.current.pending.get(q, 0)) for q in PENDING_QUEUES])
+        m.gauge("kubelite_scheduler_pods_in_flight",
+                "Pods in a scheduling attempt or a bind right now.", (),
+                lambda: [((), self.current.in_flight)])
+        m.counter_func("scheduler_schedule_attempts_total",
+                       "Number of attempts to schedule pods, by the result. 'unschedulable' "
+                       "means a pod could not be scheduled, while 'error' means an internal "
+                       "scheduler problem.", ("profile", "result"),
+                       lambda: [((self.current.profile, r), self.current.attempts.get(r, 0))
+                                for r in ATTEMPT_RESULTS])
+        m.gauge("scheduler_cache_size",
+                "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+                ("type",), lambda: [((t,), self.current.cache.get(t, 0)) for t in CACHE_TYPES])
+        m.gauge("leader_election_master_status",
+                "Gauge of if the reporting system is master of the relevant lease, 0 "
+                "indicates backup, 1 indicates master. 'name' is the string used to "
+                "identify the lease.", ("name",),
+                lambda: [] if self.current.leader is None else [
+                    ((self.current.leader[0],), int(self.current.leader[1]))])
+        self.attempt_duration = m.histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ("profile", "result"), exponential_buckets(0.001, 2, 15))
+        self.sli_duration = m.histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the "
+            "scheduling queue and might involve multiple scheduling attempts.",
+            ("attempts",), exponential_buckets(0.01, 2, 20))
+        self.pod_attempts = m.histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.", (),
+            exponential_buckets(1, 2, 5))
+        self.preemption_attempts = m.counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster "
+            "till now")
+
+    def render(self) -> bytes:
+        self.current = self.snapshot()
+        return self.metrics.render()
+
+
 def render_metrics(snapshot: MetricsSnapshot) -> str:
-    """The Prometheus text exposition of a snapshot; every label value is always present."""
-    lines = metric_family(
-        "scheduler_pending_pods", "gauge",
-        "Pods waiting to be scheduled, by queue (active, backoff, unschedulable).",
-        [({"queue": q}, snapshot.pending.get(q, 0)) for q in PENDING_QUEUES])
-    lines += metric_family(
-        "kubelite_scheduler_pods_in_flight", "gauge",
-        "Pods in a scheduling attempt or a bind right now.",
-        [({}, snapshot.in_flight)])
-    lines += metric_family(
-        "scheduler_schedule_attempts_total", "counter",
-        "Scheduling attempts by result: scheduled (bound), unschedulable (no node fits), "
-        "error.",
-        [({"profile": snapshot.profile, "result": r}, snapshot.attempts.get(r, 0))
-         for r in ATTEMPT_RESULTS])
-    lines += metric_family(
-        "scheduler_cache_size", "gauge",
-        "Nodes, pods (bound or assumed) and assumed pods in the scheduler's cache.",
-        [({"type": t}, snapshot.cache.get(t, 0)) for t in CACHE_TYPES])
-    if snapshot.leader is not None:
-        name, leading = snapshot.leader
-        lines += metric_family(
-            "leader_election_master_status", "gauge",
-            "1 while this instance holds the leader election lease, else 0.",
-            [({"name": name}, int(leading))])
-    return "\n".join(lines) + "\n"
+    """The Prometheus text exposition of a snapshot alone (no histogram observed yet)."""
+    return SchedulerMetrics(lambda: snapshot).render().decode()

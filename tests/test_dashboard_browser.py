@@ -205,6 +205,46 @@ def test_an_unschedulable_pods_diagram_stops_at_the_scheduler(dashboard: Dashboa
         has_text="FailedScheduling").first).to_be_visible(timeout=WAIT)
 
 
+def test_the_plots_show_the_pods_started_and_scheduled(dashboard: Dashboard) -> None:
+    """The startup histogram counts every Running pod listed, the rate plot the pods
+    bound in the last 5 minutes; both as bars, as a caption and as a data table."""
+    page = dashboard.page
+    startup, rate = page.locator("#startup-plot"), page.locator("#rate-plot")
+    scheduled_before = int(rate.get_attribute("data-count") or "0")
+    names = [dashboard.create(unique("dash-plot"), sleeping()) for _ in range(2)]
+    for name in names:
+        expect(dashboard.row(name).locator("td.phase")).to_have_text("Running", timeout=WAIT)
+    running = page.locator("#pods td.phase").filter(has_text=re.compile("^Running$")).count()
+    assert running >= 2  # the two above (and dash-web, when the tests before ran)
+    expect(startup).to_have_attribute("data-count", str(running), timeout=WAIT)
+    expect(page.locator("#startup-caption")).to_contain_text(
+        f"Pod startup latency: {running} pods started, median ")
+    bars = [float(v) for v in page.locator("#startup-svg rect.bar").evaluate_all(
+        "bars => bars.map(b => b.dataset.value)")]
+    assert len(bars) == 8 and sum(bars) == running, bars
+    table = page.locator("#startup-data tbody td.num").all_text_contents()
+    assert sum(int(n) for n in table) == running, table
+
+    def scheduled() -> int:
+        return int(rate.get_attribute("data-count") or "0")
+    expect(rate).not_to_have_attribute("data-count", str(scheduled_before), timeout=WAIT)
+    page.wait_for_function(
+        f"document.getElementById('rate-plot').dataset.count >= {scheduled_before + 2}",
+        timeout=WAIT)
+    total = scheduled()
+    expect(page.locator("#rate-caption")).to_contain_text(
+        f"Scheduling rate: {total} pods scheduled in the last 5 minutes, peak ")
+    rates = [float(v) for v in page.locator("#rate-svg rect.bar").evaluate_all(
+        "bars => bars.map(b => b.dataset.value)")]
+    assert len(rates) == 30 and round(sum(rates) * 10) == total, rates
+    # a text alternative for each: the svg is an image named by its caption and description
+    for plot in ("startup", "rate"):
+        svg = page.locator(f"#{plot}-svg")
+        expect(svg).to_have_attribute("role", "img")
+        expect(svg).to_have_attribute("aria-labelledby", f"{plot}-caption {plot}-desc")
+    expect(page.get_by_role("img", name=re.compile("^Scheduling rate: "))).to_have_count(1)
+
+
 def test_the_page_only_talks_to_its_own_origin_and_never_reloaded(
         dashboard: Dashboard, tmp_path: Path) -> None:
     """Runs last: over everything the tests above made the page do."""

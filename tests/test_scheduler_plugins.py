@@ -631,25 +631,31 @@ def test_render_metrics_writes_every_series_in_prometheus_text() -> None:
         attempts={"scheduled": 5, "error": 1}, cache={"nodes": 4, "pods": 7}))
     lines = text.splitlines()
     assert text.endswith("\n")
+    # as kube's Go components write it: each family's samples sorted by label values
     assert [line for line in lines if not line.startswith("#")] == [
         'scheduler_pending_pods{queue="active"} 2',
         'scheduler_pending_pods{queue="backoff"} 0',
         'scheduler_pending_pods{queue="unschedulable"} 1',
         "kubelite_scheduler_pods_in_flight 3",
+        'scheduler_schedule_attempts_total{profile="odd\\"name",result="error"} 1',
         'scheduler_schedule_attempts_total{profile="odd\\"name",result="scheduled"} 5',
         'scheduler_schedule_attempts_total{profile="odd\\"name",result="unschedulable"} 0',
-        'scheduler_schedule_attempts_total{profile="odd\\"name",result="error"} 1',
+        'scheduler_cache_size{type="assumed_pods"} 0',
         'scheduler_cache_size{type="nodes"} 4',
         'scheduler_cache_size{type="pods"} 7',
-        'scheduler_cache_size{type="assumed_pods"} 0',
     ]
     assert [line for line in lines if line.startswith("# TYPE")] == [
         "# TYPE scheduler_pending_pods gauge",
         "# TYPE kubelite_scheduler_pods_in_flight gauge",
         "# TYPE scheduler_schedule_attempts_total counter",
         "# TYPE scheduler_cache_size gauge",
+        "# TYPE leader_election_master_status gauge",  # no sample without an election
+        "# TYPE scheduler_scheduling_attempt_duration_seconds histogram",
+        "# TYPE scheduler_pod_scheduling_sli_duration_seconds histogram",
+        "# TYPE scheduler_pod_scheduling_attempts histogram",
+        "# TYPE scheduler_preemption_attempts_total counter",
     ]
-    assert sum(line.startswith("# HELP ") for line in lines) == 4
+    assert sum(line.startswith("# HELP ") for line in lines) == 9
 
 
 @pytest.mark.parametrize(("leading", "value"), [(True, 1), (False, 0)])
@@ -658,8 +664,8 @@ def test_render_metrics_with_leader_election_adds_kubes_gauge(leading: bool,
     text = render_metrics(MetricsSnapshot(
         profile="default-scheduler", pending={}, in_flight=0, attempts={}, cache={},
         leader=("kube-scheduler", leading)))
-    assert text.endswith("# TYPE leader_election_master_status gauge\n"
-                         f'leader_election_master_status{{name="kube-scheduler"}} {value}\n')
+    assert ("# TYPE leader_election_master_status gauge\n"
+            f'leader_election_master_status{{name="kube-scheduler"}} {value}\n') in text
 
 
 @pytest.mark.parametrize(("checks", "verbose", "status", "body"), [

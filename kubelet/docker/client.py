@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from kubelet.metrics import KubeletMetrics, timed
 from kubelet.runtime import parse_image
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class DockerClient:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.socket_path = socket_path
         self.timeout = timeout
+        # kubelet_runtime_operations_*: set by the kubelet to count and time each call
+        self.runtime_metrics: KubeletMetrics | None = None
         # No cap on connections: pulls, stops (up to a grace period) and followed logs hold
         # one each for a long time, and a capped pool would then starve the PLEG relist
         # and the node heartbeat (local unix-socket connections are cheap).
@@ -102,6 +105,7 @@ class DockerClient:
             return False
         return response.status_code == 200
 
+    @timed("version")
     async def version(self) -> dict[str, Any]:
         return dict(await self._call("GET", "/version"))
 
@@ -109,12 +113,14 @@ class DockerClient:
         return dict(await self._call("GET", "/info"))
 
     # --- images ---
+    @timed("image_status")
     async def inspect_image(self, image: str) -> dict[str, Any] | None:
         try:
             return dict(await self._call("GET", f"/images/{quote(image, safe='/:@')}/json"))
         except NotFoundError:
             return None
 
+    @timed("pull_image")
     async def pull_image(self, image: str, *, registry_auth: str | None = None) -> None:
         """Pull and wait for the end of the progress stream; a failure raises DockerError.
         `registry_auth` is the `X-Registry-Auth` header (kubelet.credentials).
@@ -144,6 +150,7 @@ class DockerClient:
                           progress.get("progress", ""))
 
     # --- containers ---
+    @timed("create_container")
     async def create_container(self, name: str, body: Mapping[str, Any]) -> str:
         created = await self._call("POST", "/containers/create", params={"name": name},
                                    body=dict(body))
@@ -151,19 +158,23 @@ class DockerClient:
             log.warning("docker create %s: %s", name, warning)
         return str(created["Id"])
 
+    @timed("start_container")
     async def start_container(self, container_id: str) -> None:
         await self._call("POST", f"/containers/{container_id}/start")
 
+    @timed("stop_container")
     async def stop_container(self, container_id: str, *, timeout_seconds: int) -> None:
         """SIGTERM (or the image's StopSignal), then SIGKILL after the timeout; Docker waits."""
         await self._call("POST", f"/containers/{container_id}/stop",
                          params={"t": str(max(timeout_seconds, 0))},
                          request_timeout=self.timeout + max(timeout_seconds, 0))
 
+    @timed("kill_container")
     async def kill_container(self, container_id: str, *, signal: str = "SIGKILL") -> None:
         await self._call("POST", f"/containers/{container_id}/kill", params={"signal": signal},
                          ok=(409,))  # 409: not running
 
+    @timed("remove_container")
     async def remove_container(self, container_id: str, *, force: bool = True) -> None:
         try:
             await self._call("DELETE", f"/containers/{container_id}",
@@ -171,17 +182,20 @@ class DockerClient:
         except NotFoundError:
             pass
 
+    @timed("container_status")
     async def inspect_container(self, container_id: str) -> dict[str, Any] | None:
         try:
             return dict(await self._call("GET", f"/containers/{container_id}/json"))
         except NotFoundError:
             return None
 
+    @timed("list_containers")
     async def list_containers(self, *, labels: Mapping[str, str],
                               all_: bool = True) -> list[dict[str, Any]]:
         params = {"all": "true" if all_ else "false", "filters": label_filters(labels)}
         return list(await self._call("GET", "/containers/json", params=params) or [])
 
+    @timed("exec_sync")
     async def exec_run(self, container_id: str, cmd: list[str], *,
                        timeout_seconds: float) -> tuple[int, bytes]:
         """Run `cmd` in the container to its end (an exec probe): (exit code, stdout and

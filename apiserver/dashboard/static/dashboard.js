@@ -229,7 +229,132 @@ function select(key) {
   redraw("flow");
 }
 
-const DRAW = { nodes: drawNodes, pods: drawPods, events: drawEvents, flow: drawFlow };
+// --- the plots --------------------------------------------------------------------------
+// Drawn from the pods and Events this page already watches, not from /metrics: those cover
+// every apiserver worker and every kubelet (an apiserver's /metrics is its own process's,
+// and pod startup is measured by the kubelets), need no more RBAC than the tables above
+// (no nonResourceURLs grant), and show exactly the pods listed. The price: a deleted pod
+// leaves the plots, and once its Events expire (--event-ttl, 1 h) the instants come from
+// its conditions, in whole seconds.
+const SVG = document.getElementById("startup-svg").namespaceURI;  // the SVG namespace
+const STARTUP_BINS = [0.5, 1, 2, 5, 10, 30, 60];  // upper bounds (s); the last bin is ≥ 60 s
+const RATE_STEP = 10;  // seconds per bar
+const RATE_BARS = 30;  // 5 minutes
+
+function svgEl(tag, attrs = {}, text = "") {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text) node.textContent = text;
+  return node;
+}
+
+const instant = (text) => (text ? Date.parse(text) : NaN);
+
+function podEvents(pod, reason) {
+  return [...state.events.values()].filter((e) =>
+    e.involvedObject?.uid === pod.metadata.uid && e.reason === reason);
+}
+
+// create -> its last container started (the kubelet's Started Events, microseconds), for
+// pods that got there; their Ready condition when the Events are gone
+function startupSeconds(pod) {
+  if (!/Running|Succeeded/.test(pod.status?.phase || "")) return null;
+  const created = instant(pod.metadata.annotations?.["timeline.kubelite.io/created"]
+                          || pod.metadata.creationTimestamp);
+  const started = Math.max(...podEvents(pod, "Started").map((e) => instant(eventTime(e))));
+  const at = Number.isFinite(started) ? started
+    : instant(condition(pod, "Ready")?.lastTransitionTime);
+  return Number.isFinite(created) && Number.isFinite(at) ? Math.max(0, at - created) / 1000
+    : null;
+}
+
+// when the scheduler bound it: its Scheduled Event (microseconds), else PodScheduled
+function scheduledAt(pod) {
+  if (!pod.spec?.nodeName || condition(pod, "PodScheduled")?.status !== "True") return null;
+  const scheduled = podEvents(pod, "Scheduled");
+  if (!scheduled.length && !pod.metadata.annotations?.["timeline.kubelite.io/created"])
+    return null;
+  const at = scheduled.length ? instant(eventTime(scheduled[0]))
+    : instant(condition(pod, "PodScheduled")?.lastTransitionTime);
+  return Number.isFinite(at) ? at : null;
+}
+
+// a bar chart: bars [{label, value}], a y axis from 0 to the largest value
+function barChart(svg, bars, unit) {
+  const [width, height, left, bottom, top] = [420, 200, 34, 34, 12];
+  const max = Math.max(1e-9, ...bars.map((b) => b.value));
+  const step = (width - left - 4) / bars.length;
+  const scale = (height - bottom - top) / max;
+  const desc = svg.querySelector("desc");
+  svg.replaceChildren(desc,
+    svgEl("line", { class: "axis", x1: left, y1: height - bottom, x2: width, y2: height - bottom }),
+    svgEl("line", { class: "axis", x1: left, y1: top, x2: left, y2: height - bottom }),
+    svgEl("text", { x: left - 4, y: top + 4, "text-anchor": "end" },
+          `${+max.toFixed(2)}`),
+    svgEl("text", { x: left - 4, y: height - bottom, "text-anchor": "end" }, "0"),
+    svgEl("text", { x: left + (width - left) / 2, y: height - 4, "text-anchor": "middle" },
+          unit));
+  bars.forEach((b, i) => {
+    const h = b.value * scale;
+    const bar = svgEl("rect", { class: "bar", x: left + i * step + 1, width: Math.max(1, step - 2),
+                                y: height - bottom - h, height: h, "data-value": b.value });
+    bar.append(svgEl("title", {}, `${b.label}: ${b.value}`));
+    svg.append(bar);
+    if (b.tick) svg.append(svgEl("text", { x: left + (i + 0.5) * step, y: height - bottom + 13,
+                                           "text-anchor": "middle" }, b.tick));
+  });
+}
+
+function dataRows(id, rows) {
+  document.querySelector(`#${id} tbody`).replaceChildren(...rows.map(([a, b]) =>
+    el("tr", {}, el("td", {}, a), el("td", { class: "num" }, b))));
+}
+
+function drawPlots() {
+  const pods = [...state.pods.values()];
+  const latencies = pods.map(startupSeconds).filter((s) => s !== null).sort((a, b) => a - b);
+  const names = STARTUP_BINS.map((b, i) => `${i ? STARTUP_BINS[i - 1] : 0}–${b} s`)
+    .concat([`≥ ${STARTUP_BINS.at(-1)} s`]);
+  const counts = names.map(() => 0);
+  for (const s of latencies) {
+    const i = STARTUP_BINS.findIndex((b) => s < b);
+    counts[i < 0 ? counts.length - 1 : i] += 1;
+  }
+  barChart(document.getElementById("startup-svg"),
+           names.map((n, i) => ({ label: n, value: counts[i], tick: n.replace(" s", "") })),
+           "seconds from create to started (pods per bin)");
+  dataRows("startup-data", names.map((n, i) => [n, counts[i]]));
+  const median = latencies.length ? latencies[Math.floor(latencies.length / 2)] : null;
+  document.getElementById("startup-plot").dataset.count = latencies.length;
+  document.getElementById("startup-caption").textContent =
+    `Pod startup latency: ${latencies.length} pod${latencies.length === 1 ? "" : "s"} started` +
+    (median === null ? "" : `, median ${median.toFixed(2)} s`);
+
+  const now = Date.now();
+  const scheduled = pods.map(scheduledAt).filter((t) => t !== null);
+  const perBar = Array(RATE_BARS).fill(0);
+  for (const t of scheduled) {
+    const ago = Math.floor((now - t) / 1000 / RATE_STEP);
+    if (ago >= 0 && ago < RATE_BARS) perBar[RATE_BARS - 1 - ago] += 1;
+  }
+  barChart(document.getElementById("rate-svg"), perBar.map((n, i) => {
+    const ago = (RATE_BARS - i) * RATE_STEP;
+    return { label: `${ago}–${ago - RATE_STEP} s ago`, value: n / RATE_STEP,
+             tick: (RATE_BARS - i) % 6 === 0 ? `-${ago / 60}m` : "" };
+  }), "pods scheduled per second, last 5 minutes");
+  dataRows("rate-data", perBar.map((n, i) => {
+    const ago = (RATE_BARS - i) * RATE_STEP;
+    return [`${ago}–${ago - RATE_STEP}`, n];
+  }).filter(([, n]) => n > 0));
+  const total = perBar.reduce((a, b) => a + b, 0);
+  document.getElementById("rate-plot").dataset.count = total;
+  document.getElementById("rate-caption").textContent =
+    `Scheduling rate: ${total} pod${total === 1 ? "" : "s"} scheduled in the last 5 minutes, ` +
+    `peak ${(Math.max(...perBar) / RATE_STEP).toFixed(1)} pods/s`;
+}
+
+const DRAW = { nodes: drawNodes, pods: drawPods, events: drawEvents, flow: drawFlow,
+               plots: drawPlots };
 
 function selectedChanged(object) {
   if (!state.selected || !object) return true;
@@ -250,13 +375,16 @@ function start() {
   follow("nodes", "/api/v1/nodes", state.nodes, () => redraw("nodes"));
   follow("pods", "/api/v1/pods", state.pods, (o) => {
     redraw("pods");
+    redraw("plots");
     if (selectedChanged(o)) redraw("flow");
   });
   follow("events", "/api/v1/events", state.events, (o) => {
     redraw("events");
+    redraw("plots");
     if (selectedChanged(o)) redraw("flow");
   });
   redraw("flow");
+  setInterval(() => redraw("plots"), 5000);  // the rate's time axis moves on
 }
 
 start();
