@@ -75,7 +75,7 @@ from kubelet.node import (
     NodeLease,
     parse_node_labels,
 )
-from kubelet.objects import ObjectManager
+from kubelet.objects import ObjectManager, ServiceLister
 from kubelet.pleg import Pleg
 from kubelet.pod_workers import PodWorkers
 from kubelet.runtime import ContainerSummary
@@ -316,7 +316,8 @@ async def run(args: argparse.Namespace) -> None:
     api.add_metrics(metrics.metrics)
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     status = StatusManager(api)
-    objects = ObjectManager(api)
+    services = ServiceLister(api)
+    objects = ObjectManager(api, services=services)
     volumes = VolumeManager(os.path.join(args.root_dir, "pods"), objects, node_name=node_name,
                             allocatable=node_allocatable)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder, status=status,
@@ -374,6 +375,7 @@ async def run(args: argparse.Namespace) -> None:
                      "HTTPS" if args.tls_cert_file else "HTTP", args.address, args.port,
                      args.authorization_mode, args.node_ip, args.pod_infra_container_image,
                      ",".join(args.cluster_dns) or "none", args.cluster_domain or "none")
+            services.start()
             tasks = [
                 asyncio.create_task(informer.run(), name="pod-informer"),
                 asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),

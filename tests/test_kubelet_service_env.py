@@ -1,12 +1,21 @@
 """The service-link variables the kubelet injects (issue 14, "the variables kube injects";
 issue 17): tables after kubelet_pods_test.go's TestMakeEnvironmentVariables and
-pkg/kubelet/envvars's envvars_test.go."""
+pkg/kubelet/envvars's envvars_test.go, then a real kubelet on real Docker."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+
 from kubelet.env import EnvSources, PodContext, container_env, link_variables, service_env
+from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.support import ApiServer, eventually, unique
+from tests.test_kubelet import create_pod, get_pod, pod_manifest, shell
 
 
 def service(namespace: str, name: str, cluster_ip: str, *ports: dict[str, Any]) -> dict[str, Any]:
@@ -83,3 +92,48 @@ def test_the_containers_own_variables_win_and_can_expand_links() -> None:
     assert env["URL"] == "http://mine:8083"  # the container's own first, then the links
     assert env["TEST_PORT"] == "tcp://1.2.3.3:8083"
     assert list(env)[:2] == ["TEST_SERVICE_HOST", "URL"]
+
+
+# --- a real kubelet on real Docker ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[KubeletProcess]:
+    ensure_docker()
+    node = unique("svcenv")
+    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-svcenv")),
+                             node_name=node).start()
+    yield process
+    process.stop()
+    remove_node_containers(node)
+
+
+async def test_a_pod_sees_its_namespaces_services_unless_it_opts_out(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    ns = unique("svcenv")
+    assert (await http.post("/api/v1/namespaces", json={
+        "metadata": {"name": ns}})).status_code == 201
+    cluster_ip = f"10.96.{random.randint(1, 254)}.{random.randint(2, 254)}"
+    created = await http.post(f"/api/v1/namespaces/{ns}/services", json={
+        "metadata": {"name": "web-front"},
+        "spec": {"clusterIP": cluster_ip, "selector": {"app": "web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
+    assert created.status_code == 201, created.text
+    script = 'echo "links: $WEB_FRONT_SERVICE_HOST $WEB_FRONT_SERVICE_PORT_HTTP $WEB_FRONT_PORT"'
+    for name, links in (("linked", True), ("unlinked", False)):
+        manifest = pod_manifest(name, kubelet.node_name, [shell("app", script)],
+                                restart_policy="Never", grace=1, namespace=ns)
+        manifest["spec"]["enableServiceLinks"] = links
+        await create_pod(http, manifest)
+
+    async def logs(name: str) -> str | None:
+        pod = await get_pod(http, name, ns=ns)
+        if pod["status"].get("phase") != "Succeeded":
+            return None
+        answer = await http.get(f"/api/v1/namespaces/{ns}/pods/{name}/log")
+        return answer.text.strip() if answer.status_code == 200 else None
+
+    assert await eventually(lambda: logs("linked"), timeout=60) == (
+        f"links: {cluster_ip} 80 tcp://{cluster_ip}:80")
+    assert await eventually(lambda: logs("unlinked"), timeout=60) == "links:"
+    await http.delete(f"/api/v1/namespaces/{ns}")
