@@ -33,6 +33,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.informer import Informer
 from common.leaderelection import LeaderElectionConfig, LeaderElector
+from common.metrics import Metrics
 
 log = logging.getLogger("cluster_dns")
 
@@ -312,23 +313,24 @@ class ClusterDns:
 
     # -- the process's endpoint ----------------------------------------------------------
 
-    def metrics_text(self) -> str:
-        dnsmasq = self.dnsmasq
-        lines = [
-            "# HELP cluster_dns_services Services with records.",
-            "# TYPE cluster_dns_services gauge",
-            f"cluster_dns_services {len(self._records)}",
-            "# HELP cluster_dns_syncs_total Writes of changed records.",
-            "# TYPE cluster_dns_syncs_total counter",
-            f"cluster_dns_syncs_total {self.syncs}",
-            "# HELP cluster_dns_dnsmasq_restarts_total dnsmasq restarts for SRV/CNAME changes.",
-            "# TYPE cluster_dns_dnsmasq_restarts_total counter",
-            f"cluster_dns_dnsmasq_restarts_total {dnsmasq.restarts if dnsmasq else 0}",
-            "# HELP cluster_dns_dnsmasq_crashes_total dnsmasq exits nobody asked for.",
-            "# TYPE cluster_dns_dnsmasq_crashes_total counter",
-            f"cluster_dns_dnsmasq_crashes_total {dnsmasq.crashes if dnsmasq else 0}",
-        ]
-        return "\n".join(lines) + "\n"
+    def metrics(self) -> Metrics:
+        """The watcher's /metrics, read from its state when scraped."""
+        found = Metrics()
+
+        def dnsmasq_count(attribute: str) -> list[tuple[tuple[str, ...], float]]:
+            return [((), getattr(self.dnsmasq, attribute) if self.dnsmasq else 0)]
+
+        found.gauge("cluster_dns_services", "Services with records.", (),
+                    lambda: [((), len(self._records))])
+        found.counter_func("cluster_dns_syncs_total", "Writes of changed records.", (),
+                           lambda: [((), self.syncs)])
+        found.counter_func("cluster_dns_dnsmasq_restarts_total",
+                           "dnsmasq restarts for SRV/CNAME changes.", (),
+                           lambda: dnsmasq_count("restarts"))
+        found.counter_func("cluster_dns_dnsmasq_crashes_total",
+                           "dnsmasq exits nobody asked for.", (),
+                           lambda: dnsmasq_count("crashes"))
+        return found
 
 
 def merged(actual: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
@@ -348,6 +350,7 @@ class ClusterDnsProcess:
     def __init__(self, api: ApiClient, options: Options) -> None:
         self.dns = ClusterDns(api, options)
         self.options = options
+        self.prometheus = self.dns.metrics()
 
     def describe(self) -> str:
         return (f"cluster DNS for {self.options.domain} (dnsmasq on "
@@ -372,8 +375,8 @@ class ClusterDnsProcess:
                 "dnsmasq": None if dnsmasq is not None and dnsmasq.running else "not running",
                 "shutdown": "shutting down" if stopping.is_set() else None}
 
-    def metrics(self, elector: LeaderElector | None) -> str:
-        return self.dns.metrics_text()
+    def metrics(self, elector: LeaderElector | None) -> bytes:
+        return self.prometheus.render()
 
     def stopping(self) -> str:
         return "shutting down: stopping dnsmasq"

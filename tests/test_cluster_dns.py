@@ -117,11 +117,13 @@ async def test_a_headless_service_resolves_to_its_ready_endpoints(
             {"addresses": ["172.31.0.7"], "hostname": "db-2", "conditions": {"ready": False}},
         ]})
     await cluster_dns.wait_answer(fqdn, ("NOERROR", ["172.31.0.5", "172.31.0.6"]))
-    assert await cluster_dns.answer(f"db-0.{fqdn}") == ("NOERROR", ["172.31.0.5"])
-    assert await cluster_dns.answer(f"172-31-0-6.{fqdn}") == ("NOERROR", ["172.31.0.6"])
-    assert await cluster_dns.answer(f"db-2.{fqdn}") == ("NXDOMAIN", [])  # not ready
-    assert await cluster_dns.answer(f"_pg._tcp.{fqdn}", "SRV") == (
-        "NOERROR", [f"0 100 15432 172-31-0-6.{fqdn}.", f"0 100 15432 db-0.{fqdn}."])
+    # the SRV records need dnsmasq's restart (debounced): queries may meet it, so wait
+    await cluster_dns.wait_answer(f"_pg._tcp.{fqdn}", (
+        "NOERROR", [f"0 100 15432 172-31-0-6.{fqdn}.", f"0 100 15432 db-0.{fqdn}."]),
+        rdtype="SRV")
+    await cluster_dns.wait_answer(f"db-0.{fqdn}", ("NOERROR", ["172.31.0.5"]))
+    await cluster_dns.wait_answer(f"172-31-0-6.{fqdn}", ("NOERROR", ["172.31.0.6"]))
+    await cluster_dns.wait_answer(f"db-2.{fqdn}", ("NXDOMAIN", []))  # not ready
 
     # db-0 turns unready, db-2 ready: the answers follow
     endpoint_slice["endpoints"][0]["conditions"]["ready"] = False
