@@ -24,45 +24,6 @@ def bridge_gateway() -> str:
 # What the watcher does as system:kube-dns: kube's system:kube-dns ClusterRole (list and
 # watch Services and Endpoints) plus EndpointSlices, and in kube-system the writes that keep
 # the kube-dns Service and its EndpointSlice. Granted here until the bootstrap policy has it.
-KUBE_DNS_RBAC: list[tuple[str, dict[str, Any]]] = [
-    ("/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "kubelite:cluster-dns"},
-        "rules": [{"apiGroups": [""], "resources": ["services", "endpoints"],
-                   "verbs": ["list", "watch"]},
-                  {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                   "verbs": ["list", "watch"]}]}),
-    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "kubelite:cluster-dns"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": "kubelite:cluster-dns"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "system:kube-dns"}]}),
-    ("/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/roles", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "kubelite:cluster-dns", "namespace": "kube-system"},
-        "rules": [{"apiGroups": [""], "resources": ["services"],
-                   "verbs": ["get", "create", "update"]},
-                  {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-                   "verbs": ["get", "create", "update"]}]}),
-    ("/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings", {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "kubelite:cluster-dns", "namespace": "kube-system"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "kubelite:cluster-dns"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                      "name": "system:kube-dns"}]}),
-]
-
-
-def grant_kube_dns(apiserver: ApiServer) -> None:
-    with apiserver.sync_client() as client:
-        for path, obj in KUBE_DNS_RBAC:
-            answer = client.post(path, json=obj)
-            assert answer.status_code in (201, 409), answer.text
-
-
 class ClusterDnsProcess:
     """The watcher and its dnsmasq on Docker's bridge gateway, a free port (tests share
     the machine: never 53), a state dir dnsmasq's unprivileged user can read. As the
@@ -78,8 +39,7 @@ class ClusterDnsProcess:
         # pytest's tmp dirs are root-only; dnsmasq reads its files as nobody
         self.state_dir = tempfile.mkdtemp(prefix="kubelite-dns-")
         kubeconfig = apiserver.admin_kubeconfig
-        if as_kube_dns:
-            grant_kube_dns(apiserver)
+        if as_kube_dns:  # with nothing but the bootstrap policy's grants to that user
             kubeconfig = apiserver.kubeconfig(workdir / f"{name}.kubeconfig", cert="kube-dns",
                                               user="system:kube-dns", namespace=None)
         self.process = Process(name, [

@@ -324,6 +324,19 @@ def test_bootstrap_policy_for_services(kubectl: Kubectl, user: list[str], allowe
             f"{user} {verb_resource}: {answer.stdout}{answer.stderr}"
 
 
+def test_the_cluster_dns_may_keep_its_own_service_in_kube_system_only(kubectl: Kubectl) -> None:
+    """The namespaced bootstrap Role system:kubelite:kube-dns-service (the cluster DNS
+    keeps kube-system/kube-dns and its EndpointSlice itself)."""
+    for verb in ("get services", "create services", "update services",
+                 "create endpointslices.discovery.k8s.io", "update endpointslices.discovery.k8s.io"):
+        for namespace, expected in (("kube-system", "yes"), ("default", "no")):
+            answer = kubectl.run("auth", "can-i", *verb.split(), "-n", namespace,
+                                 "--as", "system:kube-dns", check=False)
+            assert answer.stdout.strip() == expected, f"{verb} in {namespace}: {answer.stdout}"
+    assert kubectl.run("auth", "can-i", "delete", "services", "-n", "kube-system",
+                       "--as", "system:kube-dns", check=False).stdout.strip() == "no"
+
+
 def test_view_edit_admin_cover_services_and_endpointslices(kubectl: Kubectl) -> None:
     user = unique("viewer")
     kubectl("create", "rolebinding", user, "--clusterrole=view", f"--user={user}",

@@ -319,6 +319,32 @@ def kube_dns_binding() -> Object:
     return found
 
 
+KUBE_DNS_SERVICE = "system:kubelite:kube-dns-service"
+
+
+def in_namespace(obj: Object, kind: str, namespace: str) -> Object:
+    """A Role or RoleBinding of bootstrappolicy.NamespaceRoles(): the cluster-scoped shape,
+    namespaced."""
+    return {**obj, "kind": kind, "metadata": {**obj["metadata"], "namespace": namespace}}
+
+
+def namespace_roles() -> list[Object]:
+    """The namespaced bootstrap roles: kubelite's cluster DNS keeps its own selector-less
+    kube-system/kube-dns Service and EndpointSlice (in kube, the addon manager writes them
+    from CoreDNS's manifest), so its user may get, create and update those there."""
+    return [in_namespace(cluster_role(KUBE_DNS_SERVICE, [
+        rule(["get", "create", "update"], [""], ["services"]),
+        rule(["get", "create", "update"], ["discovery.k8s.io"], ["endpointslices"]),
+    ]), "Role", "kube-system")]
+
+
+def namespace_role_bindings() -> list[Object]:
+    binding = cluster_role_binding(KUBE_DNS_SERVICE, KUBE_DNS_SERVICE,
+                                   [("User", "system:kube-dns")])
+    binding["roleRef"]["kind"] = "Role"
+    return [in_namespace(binding, "RoleBinding", "kube-system")]
+
+
 def cluster_role_bindings() -> list[Object]:
     binding = cluster_role_binding
     return [
@@ -416,48 +442,64 @@ async def reconcile(registry: Any, *, attempts: int = 30, pause: float = 1.0) ->
 
 
 async def reconcile_once(registry: Any) -> None:
-    """Create or update every bootstrap ClusterRole and ClusterRoleBinding."""
-    from apiserver.resources.rbac import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
+    """Create or update every bootstrap ClusterRole and ClusterRoleBinding, and the
+    namespaced Roles and RoleBindings."""
+    from apiserver.resources.rbac import (
+        CLUSTER_ROLE_BINDINGS,
+        CLUSTER_ROLES,
+        ROLE_BINDINGS,
+        ROLES,
+    )
 
-    for expected in cluster_roles():
-        name = expected["metadata"]["name"]
-        existing = await _get(registry, CLUSTER_ROLES, name)
+    from apiserver.resources.namespaces import ensure_default_namespaces
+
+    # the namespaced roles' namespaces first, as kube's hook creates them when needed
+    await ensure_default_namespaces(registry)
+    roles = [(CLUSTER_ROLES, r) for r in cluster_roles()] + [(ROLES, r) for r in namespace_roles()]
+    bindings = ([(CLUSTER_ROLE_BINDINGS, b) for b in cluster_role_bindings()]
+                + [(ROLE_BINDINGS, b) for b in namespace_role_bindings()])
+    for resource, expected in roles:
+        namespace, name = expected["metadata"].get("namespace"), expected["metadata"]["name"]
+        existing = await _get(registry, resource, namespace, name)
         wanted = reconcile_role(existing, expected)
         if wanted is not None:
-            await _write(registry, CLUSTER_ROLES, name, wanted, existing is not None)
-    for expected in cluster_role_bindings():
-        name = expected["metadata"]["name"]
-        existing = await _get(registry, CLUSTER_ROLE_BINDINGS, name)
+            await _write(registry, resource, namespace, name, wanted, existing is not None)
+    for resource, expected in bindings:
+        namespace, name = expected["metadata"].get("namespace"), expected["metadata"]["name"]
+        existing = await _get(registry, resource, namespace, name)
         wanted, recreate = reconcile_binding(existing, expected)
         if wanted is None:
             continue
         if recreate:
-            await registry.delete(CLUSTER_ROLE_BINDINGS, None, name)
-        await _write(registry, CLUSTER_ROLE_BINDINGS, name, wanted,
+            await registry.delete(resource, namespace, name)
+        await _write(registry, resource, namespace, name, wanted,
                      existing is not None and not recreate)
     # serve only once the authorizer sees the policy (kube's readyz waits for this hook)
     revision = await registry.storage.revision()
-    for resource in (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS):
+    for resource in (CLUSTER_ROLES, CLUSTER_ROLE_BINDINGS, ROLES, ROLE_BINDINGS):
         await registry.cache(resource).wait_fresh(revision, CACHE_WAIT)
 
 
-async def _get(registry: Any, resource: Any, name: str) -> Object | None:
+async def _get(registry: Any, resource: Any, namespace: str | None, name: str) -> Object | None:
     try:
-        obj: Object = await registry.get(resource, None, name)
+        obj: Object = await registry.get(resource, namespace, name)
         return obj
     except errors.NotFound:
         return None
 
 
-async def _write(registry: Any, resource: Any, name: str, obj: Object, exists: bool) -> None:
+async def _write(registry: Any, resource: Any, namespace: str | None, name: str, obj: Object,
+                 exists: bool) -> None:
     manager = "kube-apiserver"
+    where = f"{namespace}/{name}" if namespace else name
     if exists:
-        await registry.update(resource, None, name, obj, manager=manager)
-        log.info("updated %s %s (bootstrap policy)", resource.plural, name)
+        await registry.update(resource, namespace, name, obj, manager=manager)
+        log.info("updated %s %s (bootstrap policy)", resource.plural, where)
     else:
         meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
         try:
-            await registry.create(resource, None, {**obj, "metadata": meta}, manager=manager)
+            await registry.create(resource, namespace, {**obj, "metadata": meta},
+                                  manager=manager)
         except errors.AlreadyExists:
             return  # another apiserver made it meanwhile
-        log.info("created %s %s (bootstrap policy)", resource.plural, name)
+        log.info("created %s %s (bootstrap policy)", resource.plural, where)
