@@ -961,7 +961,7 @@ class ResourceFront:
                 try:
                     target = parse_target(*found)
                 except errors.NotFound:
-                    target = None  # not ours (services), or FastAPI's 404
+                    target = None  # not ours: FastAPI's 404
                 if target is not None:
                     request = Request(scope, receive)
                     response = await self.server.answer(request, target)

@@ -8,7 +8,6 @@
   (verbs, short names, categories); `GET /apis/{group}`: the APIGroup.
 - `GET /version`: the version.Info kubectl prints, and compares with its own for skew.
 - The OpenAPI v3 documents are apiserver/openapi.py's.
-- `GET .../services`: an always-empty, read-only list, so that `kubectl cluster-info` works.
 """
 
 from __future__ import annotations
@@ -89,13 +88,6 @@ def subresource_info(name: str, kind: str) -> Subresource:
     return Subresource(name, kind, STATUS_VERBS)
 
 
-# `kubectl cluster-info` lists the services labelled kubernetes.io/cluster-service=true and
-# fails when the server has no "services" resource; kubelite has no services, so it serves
-# them read-only and always empty (see the routes below).
-SERVICES = ResourceInfo(plural="services", singular="service", kind="Service", namespaced=True,
-                        verbs=("get", "list"), short_names=("svc",), categories=("all",))
-
-
 def verbs(resource: Resource) -> tuple[str, ...]:
     if resource.review is not None:
         return ("create",)
@@ -104,7 +96,7 @@ def verbs(resource: Resource) -> tuple[str, ...]:
 
 def served_resources(group: str, version: str) -> list[ResourceInfo]:
     """Every resource of one group version, sorted by name as kube-apiserver lists them."""
-    infos = [SERVICES] if (group, version) == ("", "v1") else []
+    infos = []
     for resource in SERVED:
         if (resource.group, resource.version) != (group, version):
             continue
@@ -334,24 +326,3 @@ async def get_api_group_version(group: str, version: str) -> Response:
 @router.get("/version/")  # kr8s asks for this one
 async def get_version() -> Response:
     return json_response(version_info())
-
-
-def empty_service_list() -> dict[str, Any]:
-    return {"kind": "ServiceList", "apiVersion": "v1", "metadata": {"resourceVersion": "0"},
-            "items": []}
-
-
-@router.get("/api/v1/services")
-async def list_all_services() -> Response:
-    return json_response(empty_service_list())
-
-
-@router.get("/api/v1/namespaces/{namespace}/services")
-async def list_services(namespace: str) -> Response:
-    return json_response(empty_service_list())
-
-
-@router.get("/api/v1/namespaces/{namespace}/services/{name}")
-async def get_service(namespace: str, name: str) -> Response:
-    error = errors.not_found("services", name)
-    return Response(json.dumps(error.status()), status_code=error.code, media_type=JSON)

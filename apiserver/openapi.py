@@ -23,7 +23,6 @@ from pydantic.json_schema import models_json_schema
 from apiserver.discovery import (
     GIT_VERSION,
     JSON,
-    SERVICES,
     STATUS_VERBS,
     ResourceInfo,
     json_response,
@@ -348,7 +347,7 @@ META_TYPES = ("ObjectMeta", "OwnerReference", "DeleteOptions", "Preconditions")
 
 
 def served(gv: GroupVersion) -> list[Resource]:
-    """The resources of one group version, by name (services have no kind: never written)."""
+    """The resources of one group version, by name."""
     return sorted((resource for resource in SERVED
                    if (resource.group, resource.version) == (gv.group, gv.version)),
                   key=lambda resource: resource.plural)
@@ -457,8 +456,7 @@ def schemas(gv: GroupVersion) -> dict[str, Any]:
 def openapi_v3_document(gv: GroupVersion) -> bytes:
     paths: dict[str, Any] = {}
     for info in served_resources(gv.group, gv.version):
-        if info is not SERVICES:
-            paths.update(resource_paths(gv, info))
+        paths.update(resource_paths(gv, info))
     document = {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": GIT_VERSION},
                 "paths": paths, "components": {"schemas": schemas(gv)}}
     return json.dumps(document, separators=(",", ":")).encode()

@@ -944,3 +944,98 @@ class Secret(KubeModel):
     data: dict[str, Base64] | None = None
     string_data: dict[str, str] | None = None
     type: str | None = None
+
+
+# --- Service (core/v1) -----------------------------------------------------------------------
+
+class ServicePort(KubeModel):
+    name: str | None = None
+    protocol: str | None = None
+    app_protocol: str | None = None
+    port: Int32 | None = None
+    target_port: IntOrString | None = None
+    node_port: Int32 | None = None
+
+
+class ClientIPConfig(KubeModel):
+    timeout_seconds: Int32 | None = None
+
+
+class SessionAffinityConfig(KubeModel):
+    client_ip: ClientIPConfig | None = Field(default=None, alias="clientIP")
+
+
+class ServiceSpec(KubeModel):
+    ports: list[ServicePort] | None = None
+    selector: dict[str, str] | None = None
+    cluster_ip: str | None = Field(default=None, alias="clusterIP")
+    cluster_ips: list[str] | None = Field(default=None, alias="clusterIPs")
+    type: str | None = None
+    external_ips: list[str] | None = Field(default=None, alias="externalIPs")
+    session_affinity: str | None = None
+    load_balancer_ip: str | None = Field(default=None, alias="loadBalancerIP")
+    load_balancer_source_ranges: list[str] | None = None
+    external_name: str | None = None
+    external_traffic_policy: str | None = None
+    health_check_node_port: Int32 | None = None
+    publish_not_ready_addresses: bool | None = None
+    session_affinity_config: SessionAffinityConfig | None = None
+    ip_families: list[str] | None = None
+    ip_family_policy: str | None = None
+    allocate_load_balancer_node_ports: bool | None = None
+    load_balancer_class: str | None = None
+    internal_traffic_policy: str | None = None
+    traffic_distribution: str | None = None
+
+
+class ServiceStatus(KubeModel):
+    load_balancer: Opaque | None = None
+    conditions: list[Opaque] | None = None
+
+
+class Service(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: ServiceSpec | None = None
+    status: ServiceStatus | None = None
+
+
+# --- EndpointSlice (discovery.k8s.io/v1) -----------------------------------------------------
+
+class EndpointConditions(KubeModel):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class EndpointHints(KubeModel):
+    for_zones: list[Opaque] | None = None
+    for_nodes: list[Opaque] | None = None
+
+
+class Endpoint(KubeModel):
+    addresses: list[str] | None = None
+    conditions: EndpointConditions | None = None
+    hostname: str | None = None
+    target_ref: ObjectReference | None = None
+    deprecated_topology: dict[str, str] | None = None
+    node_name: str | None = None
+    zone: str | None = None
+    hints: EndpointHints | None = None
+
+
+class EndpointPort(KubeModel):
+    name: str | None = None
+    protocol: str | None = None
+    port: Int32 | None = None
+    app_protocol: str | None = None
+
+
+class EndpointSlice(KubeModel):
+    kind: str | None = None
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    address_type: str | None = None
+    endpoints: list[Endpoint] | None = None
+    ports: list[EndpointPort] | None = None

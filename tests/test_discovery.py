@@ -49,7 +49,7 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         v1("apps"), v1("events.k8s.io"), v1("authentication.k8s.io"),
         v1("authorization.k8s.io"), v1("batch"), v1("rbac.authorization.k8s.io"),
-        v1("scheduling.k8s.io"), v1("coordination.k8s.io")]}
+        v1("scheduling.k8s.io"), v1("coordination.k8s.io"), v1("discovery.k8s.io")]}
 
 
 async def test_api_group_and_its_resource_list(client: httpx.AsyncClient) -> None:
@@ -81,7 +81,8 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
         "nodes/status",
         "pods", "pods/attach", "pods/binding", "pods/ephemeralcontainers", "pods/eviction",
         "pods/exec", "pods/log", "pods/portforward", "pods/status",
-        "secrets", "serviceaccounts", "serviceaccounts/token", "services"]
+        "secrets", "serviceaccounts", "serviceaccounts/token", "services",
+            "services/status"]
     assert by_name["pods"] == {
         "name": "pods", "singularName": "pod", "namespaced": True, "kind": "Pod",
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update",
@@ -100,7 +101,10 @@ async def test_api_resource_list(client: httpx.AsyncClient) -> None:
     assert by_name["events"]["shortNames"] == ["ev"]
     assert (by_name["namespaces"]["kind"], by_name["namespaces"]["shortNames"]) == (
         "Namespace", ["ns"])
-    assert by_name["services"]["verbs"] == ["get", "list"]
+    assert by_name["services"]["verbs"] == ["create", "delete", "deletecollection", "get",
+                                            "list", "patch", "update", "watch"]
+    assert by_name["services"]["shortNames"] == ["svc"]
+    assert by_name["services/status"]["verbs"] == ["get", "patch", "update"]
     assert by_name["serviceaccounts"]["shortNames"] == ["sa"]
     assert by_name["serviceaccounts/token"] == {
         "name": "serviceaccounts/token", "singularName": "", "namespaced": True,
@@ -150,7 +154,8 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     items = groups.json()["items"]
     assert [item["metadata"]["name"] for item in items] == [
         "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "batch",
-        "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io"]
+        "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io",
+        "discovery.k8s.io"]
     assert items[2]["versions"][0]["resources"] == [{
         "resource": "selfsubjectreviews",
         "responseKind": {"group": "authentication.k8s.io", "version": "v1",
@@ -255,16 +260,6 @@ async def test_openapi_v3_of_a_group(client: httpx.AsyncClient) -> None:
     assert (await client.get("/openapi/v3/apis/storage.k8s.io/v1")).status_code == 404
 
 
-async def test_services_are_served_empty(client: httpx.AsyncClient) -> None:
-    listed = await client.get("/api/v1/namespaces/kube-system/services",
-                        params={"labelSelector": "kubernetes.io/cluster-service=true"})
-    assert listed.json()["kind"] == "ServiceList"
-    assert listed.json()["items"] == []
-    missing = await client.get("/api/v1/namespaces/default/services/web")
-    assert missing.status_code == 404
-    assert missing.json()["message"] == 'services "web" not found'
-
-
 # --- the real kubectl against the live apiserver ---------------------------------------------
 
 @pytest.fixture
@@ -306,6 +301,7 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                          "SubjectAccessReview"],
                         ["jobs", "batch/v1", "true", "Job"],
                         ["leases", "coordination.k8s.io/v1", "true", "Lease"],
+                        ["endpointslices", "discovery.k8s.io/v1", "true", "EndpointSlice"],
                         # kubectl sorts by group name, whatever the server's order
                         ["events", "ev", "events.k8s.io/v1", "true", "Event"],
                         ["clusterrolebindings", "rbac.authorization.k8s.io/v1", "false",
@@ -426,7 +422,8 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
         groups = client.ApisApi(api_client).get_api_versions().groups
         assert [g.name for g in groups] == ["apps", "events.k8s.io", "authentication.k8s.io",
                                             "authorization.k8s.io", "batch",
-                                            "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io"]
+                                            "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io",
+            "discovery.k8s.io"]
         assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"
         events = client.EventsV1Api(api_client).get_api_resources()
         assert [(r.name, r.kind, r.short_names) for r in events.resources] == [

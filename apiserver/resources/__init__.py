@@ -15,6 +15,7 @@ from __future__ import annotations
 from apiserver.resources.base import Resource, group_version
 from apiserver.resources.configmaps import CONFIG_MAPS
 from apiserver.resources.deployments import DEPLOYMENTS
+from apiserver.resources.endpointslices import ENDPOINT_SLICES
 from apiserver.resources.events import EVENTS
 from apiserver.resources.events_v1 import EVENTS_V1
 from apiserver.resources.jobs import JOBS
@@ -33,6 +34,7 @@ from apiserver.resources.replicasets import REPLICA_SETS
 from apiserver.resources.reviews import REVIEWS
 from apiserver.resources.secrets import SECRETS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
+from apiserver.resources.services import SERVICES
 from apiserver.resources.tokens import TOKEN_REVIEWS
 
 __all__ = ["RESOURCES", "SERVED", "Resource", "collection_prefix", "group_version", "groups", "lookup",
@@ -55,6 +57,8 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     CONFIG_MAPS,
     SECRETS,
     PRIORITY_CLASSES,
+    SERVICES,
+    ENDPOINT_SLICES,
 )}
 
 # Every group/version/resource served: the stored ones, their other versions, and the
@@ -76,7 +80,8 @@ def lookup(api_version: str, plural: str) -> Resource | None:
 # first, then by name; `kubectl api-resources` prints them in that order.
 GROUP_PRIORITY = {"apps": 17800, "batch": 17400, "events.k8s.io": 17750, "authentication.k8s.io": 17700,
                   "authorization.k8s.io": 17600, "rbac.authorization.k8s.io": 17000,
-                  "coordination.k8s.io": 16500, "scheduling.k8s.io": 16600}
+                  "coordination.k8s.io": 16500, "scheduling.k8s.io": 16600,
+                  "discovery.k8s.io": 16200}
 
 
 def groups() -> dict[str, list[str]]:
