@@ -35,10 +35,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.backoff import ItemBackoff
 from common.client import ApiClient
 from common.errors import Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
+from common.workqueue import WorkQueue
 from controller_manager.controller import (
     BY_NAMESPACE,
     QueueController,
@@ -63,6 +65,10 @@ MAX_ENDPOINTS_PER_SLICE = 100  # kube-controller-manager's --max-endpoints-per-s
 # A slice change queues its Service after this long (endpointSliceChangeMinSyncDelay), so a
 # burst of slice events costs one sync.
 SLICE_CHANGE_MIN_SYNC_DELAY = 1.0
+# A failed sync is retried after 1 s, doubling up to 1000 s (defaultSyncBackOff and
+# maxSyncBackOff: slower than client-go's 5 ms, so a failing Service does not flood the
+# apiserver with slice writes).
+SYNC_BACKOFF_SECONDS, MAX_SYNC_BACKOFF_SECONDS = 1.0, 1000.0
 API_VERSION = "discovery.k8s.io/v1"
 IPV4, IPV6 = "IPv4", "IPv6"
 BY_SERVICE = "service"  # the slices' index: "<namespace>/<service>" for the managed ones
@@ -612,6 +618,8 @@ class EndpointSliceController(QueueController):
                  workers: int = 5, writer: ApiClient | None = None,
                  max_endpoints_per_slice: int = MAX_ENDPOINTS_PER_SLICE) -> None:
         super().__init__(factory, recorder, workers=workers, writer=writer)
+        self.queue = WorkQueue(self.name, rate_limiter=ItemBackoff(
+            base=SYNC_BACKOFF_SECONDS, cap=MAX_SYNC_BACKOFF_SECONDS))
         self.max_endpoints = max_endpoints_per_slice
         self.tracker = SliceTracker()
         self.services = indexed_by_namespace(factory.informer("services"))
