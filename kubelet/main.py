@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -62,6 +63,7 @@ from kubelet.allocatable import (
 )
 from kubelet.auth import MODES as AUTHZ_MODES
 from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
+from kubelet.dns import DnsSettings
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.docker_stream import DockerStreams
 from kubelet.node import (
@@ -94,6 +96,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def ip_list(text: str) -> tuple[str, ...]:
+    """`--cluster-dns`: comma-separated IP addresses."""
+    addresses = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            addresses.append(str(ipaddress.ip_address(item)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not a valid IP address") from None
+    return tuple(addresses)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="kubelet", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -110,6 +123,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--address", default="127.0.0.1", help="the address to serve on")
     parser.add_argument("--pod-infra-container-image", default=DEFAULT_SANDBOX_IMAGE,
                         help="the pod sandbox image (kubelite/pause:3.10 when offline)")
+    parser.add_argument("--cluster-dns", type=ip_list, default=(), metavar="IP[,IP]",
+                        help="the DNS servers of pods with dnsPolicy ClusterFirst (kube-dns's "
+                             "Service IP); none: they fall back to Default")
+    parser.add_argument("--cluster-domain", default="",
+                        help="the cluster's DNS domain (e.g. cluster.local): ClusterFirst "
+                             "pods search <ns>.svc.DOMAIN svc.DOMAIN DOMAIN")
+    parser.add_argument("--resolv-conf", default="/etc/resolv.conf",
+                        help="the resolver config pods' DNS is based on; \"\" for none "
+                             "(default: %(default)s)")
     parser.add_argument("--resync-seconds", type=float, default=10.0)
     parser.add_argument("--heartbeat-seconds", type=float, default=10.0)
     parser.add_argument("--node-lease-duration-seconds", type=positive_int,
@@ -296,7 +318,11 @@ async def run(args: argparse.Namespace) -> None:
                             allocatable=node_allocatable)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder, status=status,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
-                                              resync_seconds=args.resync_seconds),
+                                              resync_seconds=args.resync_seconds,
+                                              dns=DnsSettings(
+                                                  cluster_dns=args.cluster_dns,
+                                                  cluster_domain=args.cluster_domain,
+                                                  resolver_config=args.resolv_conf)),
                          objects=objects, volumes=volumes)
     objects.on_change = workers.poke_all  # a changed ConfigMap/Secret: refresh its pods
     informer = Informer(api, "pods", field_selector=f"spec.nodeName={node_name}",
@@ -339,9 +365,10 @@ async def run(args: argparse.Namespace) -> None:
         if registration.done():
             registration.result()
             log.info("kubelet %s: serving %s on %s:%d (authorization %s), node IP %s, "
-                     "sandbox image %s", node_name,
+                     "sandbox image %s, cluster DNS %s (domain %s)", node_name,
                      "HTTPS" if args.tls_cert_file else "HTTP", args.address, args.port,
-                     args.authorization_mode, args.node_ip, args.pod_infra_container_image)
+                     args.authorization_mode, args.node_ip, args.pod_infra_container_image,
+                     ",".join(args.cluster_dns) or "none", args.cluster_domain or "none")
             tasks = [
                 asyncio.create_task(informer.run(), name="pod-informer"),
                 asyncio.create_task(agent.heartbeat_forever(), name="heartbeat"),

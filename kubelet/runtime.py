@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from kubelet.dns import DnsConfig
 from kubelet.env import EnvSources
 
 # Labels every container we create carries. The io.kubernetes.* ones are the names
@@ -220,7 +221,10 @@ class Runtime(Protocol):
         ...
 
     async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int,
-                          node_ip: str) -> str: ...
+                          node_ip: str, dns: DnsConfig | None = None) -> str:
+        """Create and start the pod's sandbox; `dns`: its resolv.conf (None: the
+        runtime's default)."""
+        ...
 
     async def create_container(self, pod: Mapping[str, Any], container: Mapping[str, Any], *,
                                sandbox: SandboxInfo, attempt: int,

@@ -42,6 +42,7 @@ from kubelet.actions import (
     ephemeral_specs,
     pid_target,
 )
+from kubelet.dns import DnsConfig, DnsSettings, pod_dns, read_resolv_conf
 from kubelet.env import EnvError, EnvSources, PodContext, container_env, env_from
 from kubelet.events import EventSink
 from kubelet.images import ImageManager
@@ -84,6 +85,7 @@ class KubeletConfig:
     node_name: str
     node_ip: str = "127.0.0.1"
     resync_seconds: float = 10.0
+    dns: DnsSettings = DnsSettings()  # its `host` is read again for every sandbox
 
 
 @dataclass
@@ -355,11 +357,35 @@ class PodSyncer:
         state.acted_at = self.clock()
 
     # --- sandbox and containers ----------------------------------------------------------
+    async def _pod_dns(self, pod: Mapping[str, Any]) -> DnsConfig:
+        """The sandbox's resolver config (GetPodDNS), its warnings recorded; OSError
+        when the node's resolv.conf cannot be read."""
+        settings = self.config.dns
+        host = await asyncio.to_thread(read_resolv_conf, settings.resolver_config)
+        computed = pod_dns(pod, DnsSettings(cluster_dns=settings.cluster_dns,
+                                            cluster_domain=settings.cluster_domain,
+                                            resolver_config=settings.resolver_config,
+                                            host=host))
+        for warning in computed.warnings:
+            if warning.node:
+                log.warning("%s: %s", warning.reason, warning.message)
+            else:
+                self.events.emit(pod, "Warning", warning.reason, warning.message)
+        return computed.config
+
     async def _create_sandbox(self, state: PodState, attempt: int) -> str | None:
         pod = state.pod
         try:
+            dns = await self._pod_dns(pod)
+        except OSError as e:
+            self._acted(state)
+            self.events.emit(pod, "Warning", "FailedCreatePodSandBox",
+                             f"Failed to create pod sandbox config: {e}")
+            self._retry_in(state, ERROR_RETRY_SECONDS)
+            return None
+        try:
             sandbox_id = await self.runtime.run_sandbox(pod, attempt=attempt,
-                                                        node_ip=self.config.node_ip)
+                                                        node_ip=self.config.node_ip, dns=dns)
         except RuntimeFailure as e:
             self._acted(state)
             self.events.emit(pod, "Warning", "FailedCreatePodSandBox",

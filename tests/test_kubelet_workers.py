@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import Conflict, InternalError, NotFound
+from kubelet.dns import DnsConfig
 from kubelet.docker import DockerClient
 from kubelet.pleg import Pleg, PodCache
 from kubelet.pod_workers import KubeletConfig, PodWorkers
@@ -172,7 +173,8 @@ class FakeRuntime:
         self.images.add(image)
         return ImageInfo(id=f"sha256:{image}")
 
-    async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int, node_ip: str) -> str:
+    async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int, node_ip: str,
+                          dns: DnsConfig | None = None) -> str:
         self.calls["run_sandbox"] += 1
         if self.sandbox_gate is not None:
             await self.sandbox_gate.wait()

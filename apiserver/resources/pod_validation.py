@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Any
 
 from apiserver.validation import (
@@ -54,6 +55,18 @@ UPDATABLE_POD_SPEC_FIELDS = (
     "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
 )
 MAX_INT32 = 2**31 - 1
+# From the limits of Linux libc's resolver (MaxDNSNameservers and the expanded search limits).
+MAX_DNS_NAMESERVERS = 3
+MAX_DNS_SEARCH_PATHS = 32
+MAX_DNS_SEARCH_LIST_CHARS = 2048
+# IsDNS1123SubdomainWithUnderscore (RelaxedDNSSearchValidation, on since 1.34): search
+# domains such as _sip._tcp.example.com.
+DNS1123_SUBDOMAIN_UNDERSCORE_FMT = ("_?[a-z0-9]([-_a-z0-9]*[a-z0-9])?"
+                                    "(\\._?[a-z0-9]([-_a-z0-9]*[a-z0-9])?)*")
+DNS1123_SUBDOMAIN_UNDERSCORE_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case "
+                                    "alphanumeric characters, '_', '-' or '.', and must start "
+                                    "and end with an alphanumeric character")
+_DNS1123_SUBDOMAIN_UNDERSCORE = re.compile(DNS1123_SUBDOMAIN_UNDERSCORE_FMT)
 # The Container fields, in the Go struct's order, with whether an ephemeral container may
 # set them (allowedEphemeralContainerFields): nothing the workload could come to rely on.
 EPHEMERAL_CONTAINER_FIELDS = (
@@ -98,6 +111,8 @@ def validate_pod_spec(spec: dict[str, Any], path: str) -> list[Cause]:
     errs += unique_host_ports(containers, f"{path}.containers")
     errs += choice(spec.get("restartPolicy"), RESTART_POLICIES, f"{path}.restartPolicy")
     errs += choice(spec.get("dnsPolicy"), DNS_POLICIES, f"{path}.dnsPolicy")
+    errs += validate_pod_dns_config(spec.get("dnsConfig"), spec.get("dnsPolicy"),
+                                    f"{path}.dnsConfig")
     errs += validate_labels(spec.get("nodeSelector") or {}, f"{path}.nodeSelector")
     if spec.get("hostNetwork"):
         errs += host_network_ports(containers, f"{path}.containers")
@@ -118,6 +133,59 @@ def validate_pod_spec(spec: dict[str, Any], path: str) -> list[Cause]:
                  for m in name_is_dns_subdomain(spec["priorityClassName"], False)]
     if spec.get("preemptionPolicy") is not None:
         errs += choice(spec["preemptionPolicy"], PREEMPTION_POLICIES, f"{path}.preemptionPolicy")
+    return errs
+
+
+def is_dns1123_subdomain_with_underscore(value: str) -> list[str]:
+    errs = []
+    if len(value) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _DNS1123_SUBDOMAIN_UNDERSCORE.fullmatch(value):
+        errs.append(f"{DNS1123_SUBDOMAIN_UNDERSCORE_MSG} (e.g. 'example.com', regex used for "
+                    f"validation is '{DNS1123_SUBDOMAIN_UNDERSCORE_FMT}')")
+    return errs
+
+
+def validate_pod_dns_config(config: dict[str, Any] | None, policy: str | None,
+                            path: str) -> list[Cause]:
+    """validatePodDNSConfig: `None` needs a dnsConfig with a nameserver; at most 3
+    nameservers, all IPs; at most 32 search domains, 2048 characters with the spaces, each
+    a subdomain (underscores allowed, a trailing dot too, or just "."); named options."""
+    if policy == "None":
+        if config is None:
+            return [required(path, "must provide `dnsConfig` when `dnsPolicy` is None")]
+        if not config.get("nameservers"):
+            return [required(f"{path}.nameservers",
+                             "must provide at least one DNS nameserver when `dnsPolicy` is None")]
+    if config is None:
+        return []
+    errs = []
+    nameservers = config.get("nameservers") or []
+    if len(nameservers) > MAX_DNS_NAMESERVERS:
+        errs.append(invalid(f"{path}.nameservers", nameservers,
+                            f"must not have more than {MAX_DNS_NAMESERVERS} nameservers"))
+    for i, server in enumerate(nameservers):
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            errs.append(invalid(f"{path}.nameservers[{i}]", server,
+                                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"))
+    searches = config.get("searches") or []
+    if len(searches) > MAX_DNS_SEARCH_PATHS:
+        errs.append(invalid(f"{path}.searches", searches,
+                            f"must not have more than {MAX_DNS_SEARCH_PATHS} search paths"))
+    if len(" ".join(searches)) > MAX_DNS_SEARCH_LIST_CHARS:
+        errs.append(invalid(f"{path}.searches", searches,
+                            f"must not have more than {MAX_DNS_SEARCH_LIST_CHARS} characters "
+                            f"(including spaces) in the search list"))
+    for i, search in enumerate(searches):
+        if search != ".":
+            domain = search.removesuffix(".")
+            errs += [invalid(f"{path}.searches[{i}]", domain, m)
+                     for m in is_dns1123_subdomain_with_underscore(domain)]
+    for i, option in enumerate(config.get("options") or []):
+        if not option.get("name"):
+            errs.append(required(f"{path}.options[{i}]", "must not be empty"))
     return errs
 
 

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubelet import qos, resources
+from kubelet.dns import DnsConfig, docker_dns
 from kubelet.env import PodContext, container_env, expand_command
 from kubelet.runtime import (
     LABEL_ATTEMPT,
@@ -150,7 +151,7 @@ def is_host_network(pod: Mapping[str, Any]) -> bool:
 
 
 def sandbox_create_body(pod: Mapping[str, Any], *, node_name: str, image: str, attempt: int,
-                        node_ip: str) -> dict[str, Any]:
+                        node_ip: str, dns: DnsConfig | None = None) -> dict[str, Any]:
     spec = pod.get("spec") or {}
     bindings = host_port_bindings(pod, node_ip=node_ip)
     host_config: dict[str, Any] = {
@@ -160,6 +161,9 @@ def sandbox_create_body(pod: Mapping[str, Any], *, node_name: str, image: str, a
     }
     if spec.get("hostPID"):
         host_config["PidMode"] = "host"
+    if dns is not None:
+        # The pod's containers join this network namespace and so share its resolv.conf.
+        host_config.update(docker_dns(dns))
     body: dict[str, Any] = {
         "Image": image,
         "Labels": pod_labels(pod, node_name=node_name, container=SANDBOX_CONTAINER_NAME,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from kubelet.dns import DnsConfig
 from kubelet.docker.client import ConflictError, DockerClient, DockerError, NotFoundError
 from kubelet.docker.convert import (
     container_create_body,
@@ -184,10 +185,11 @@ class DockerRuntime:
                     f"pulled ({e.message}); build it with hack/build-images.sh or pass "
                     f"--pod-infra-container-image") from e
 
-    async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int, node_ip: str) -> str:
+    async def run_sandbox(self, pod: Mapping[str, Any], *, attempt: int, node_ip: str,
+                          dns: DnsConfig | None = None) -> str:
         await self.ensure_sandbox_image()
         body = sandbox_create_body(pod, node_name=self.node_name, image=self.sandbox_image,
-                                   attempt=attempt, node_ip=node_ip)
+                                   attempt=attempt, node_ip=node_ip, dns=dns)
         name = sandbox_name(pod=pod_ref(pod), attempt=attempt)
         sandbox_id = await self._create(name, body)
         try:

@@ -1,0 +1,145 @@
+"""Cluster DNS end to end: a real apiserver, `python -m cluster_dns` and its real dnsmasq,
+queried straight on its port from the host. Services created, changed and deleted are
+answered within a generous timeout (the watcher's budget is about a second)."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.dns_support import ClusterDnsProcess, service_manifest
+from tests.support import ApiServer, unique
+
+DOMAIN = "cluster.local"
+
+
+def cluster_ip_for_test() -> str:
+    """A ClusterIP asked for explicitly (as kube allows), out of the way of the allocator's
+    usual picks; the allocator refuses a taken one, so a clash fails loudly."""
+    return f"10.100.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
+
+
+@pytest.fixture(scope="module")
+def cluster_dns(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[ClusterDnsProcess]:
+    process = ClusterDnsProcess(apiserver, Path(tmp_path_factory.mktemp("cluster-dns"))).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+async def namespace(http: httpx.AsyncClient) -> AsyncIterator[str]:
+    name = unique("dns")
+    created = await http.post("/api/v1/namespaces", json={
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    assert created.status_code == 201, created.text
+    yield name
+    await http.delete(f"/api/v1/namespaces/{name}")
+
+
+async def create(http: httpx.AsyncClient, path: str, body: dict) -> dict:
+    response = await http.post(path, json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+async def test_a_cluster_ip_service_resolves_and_goes_away_when_deleted(
+        http: httpx.AsyncClient, cluster_dns: ClusterDnsProcess, namespace: str) -> None:
+    await cluster_dns.wait_ready()
+    fqdn = f"web.{namespace}.svc.{DOMAIN}"
+    assert await cluster_dns.answer(fqdn) == ("NXDOMAIN", [])
+    started = time.monotonic()
+    service = await create(http, f"/api/v1/namespaces/{namespace}/services", service_manifest(
+        "web", ports=[{"name": "http", "port": 80, "protocol": "TCP"},
+                      {"name": "metrics", "port": 9100, "protocol": "TCP"}],
+        clusterIP=cluster_ip_for_test()))
+    cluster_ip = service["spec"]["clusterIP"]
+    await cluster_dns.wait_answer(fqdn, ("NOERROR", [cluster_ip]))
+    appeared = time.monotonic() - started
+    # SRV per named port, pointing at the Service's name
+    await cluster_dns.wait_answer(f"_http._tcp.{fqdn}", ("NOERROR", [f"0 100 80 {fqdn}."]),
+                                  rdtype="SRV")
+    assert await cluster_dns.answer(f"_metrics._tcp.{fqdn}", "SRV") == (
+        "NOERROR", [f"0 100 9100 {fqdn}."])
+    # the same answer over TCP; no AAAA for an IPv4 Service; the PTR of its ClusterIP
+    reply = await cluster_dns.query(fqdn, tcp=True)
+    assert [r.to_text() for rrset in reply.answer for r in rrset] == [cluster_ip]
+    assert await cluster_dns.answer(fqdn, "AAAA") == ("NOERROR", [])
+    reverse = ".".join(reversed(cluster_ip.split("."))) + ".in-addr.arpa"
+    assert await cluster_dns.answer(reverse, "PTR") == ("NOERROR", [f"{fqdn}."])
+
+    started = time.monotonic()
+    deleted = await http.delete(f"/api/v1/namespaces/{namespace}/services/web")
+    assert deleted.status_code == 200, deleted.text
+    await cluster_dns.wait_answer(fqdn, ("NXDOMAIN", []))
+    await cluster_dns.wait_answer(f"_http._tcp.{fqdn}", ("NXDOMAIN", []), rdtype="SRV")
+    gone = time.monotonic() - started
+    print(f"record appeared {appeared * 1000:.0f} ms after the create, "
+          f"gone {gone * 1000:.0f} ms after the delete")
+
+
+async def test_unknown_names_are_nxdomain_and_outside_names_refused(
+        cluster_dns: ClusterDnsProcess) -> None:
+    await cluster_dns.wait_ready()
+    assert await cluster_dns.answer(f"nope.default.svc.{DOMAIN}") == ("NXDOMAIN", [])
+    assert await cluster_dns.answer(f"nope.{DOMAIN}", "AAAA") == ("NXDOMAIN", [])
+    # nothing outside the cluster domain is forwarded anywhere: REFUSED
+    assert await cluster_dns.answer("example.com") == ("REFUSED", [])
+    assert await cluster_dns.answer("kubernetes.io", "AAAA") == ("REFUSED", [])
+
+
+async def test_a_headless_service_resolves_to_its_ready_endpoints(
+        http: httpx.AsyncClient, cluster_dns: ClusterDnsProcess, namespace: str) -> None:
+    await cluster_dns.wait_ready()
+    await create(http, f"/api/v1/namespaces/{namespace}/services", service_manifest(
+        "db", clusterIP="None", ports=[{"name": "pg", "port": 5432, "protocol": "TCP"}]))
+    fqdn = f"db.{namespace}.svc.{DOMAIN}"
+    slice_path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+    endpoint_slice = await create(http, slice_path, {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "db-1", "labels": {"kubernetes.io/service-name": "db",
+                                                "endpointslice.kubernetes.io/managed-by":
+                                                    "tests.kubelite.io"}},
+        "addressType": "IPv4",
+        "ports": [{"name": "pg", "port": 15432, "protocol": "TCP"}],
+        "endpoints": [
+            {"addresses": ["172.31.0.5"], "hostname": "db-0", "conditions": {"ready": True}},
+            {"addresses": ["172.31.0.6"], "conditions": {"ready": True}},
+            {"addresses": ["172.31.0.7"], "hostname": "db-2", "conditions": {"ready": False}},
+        ]})
+    await cluster_dns.wait_answer(fqdn, ("NOERROR", ["172.31.0.5", "172.31.0.6"]))
+    assert await cluster_dns.answer(f"db-0.{fqdn}") == ("NOERROR", ["172.31.0.5"])
+    assert await cluster_dns.answer(f"172-31-0-6.{fqdn}") == ("NOERROR", ["172.31.0.6"])
+    assert await cluster_dns.answer(f"db-2.{fqdn}") == ("NXDOMAIN", [])  # not ready
+    assert await cluster_dns.answer(f"_pg._tcp.{fqdn}", "SRV") == (
+        "NOERROR", [f"0 100 15432 172-31-0-6.{fqdn}.", f"0 100 15432 db-0.{fqdn}."])
+
+    # db-0 turns unready, db-2 ready: the answers follow
+    endpoint_slice["endpoints"][0]["conditions"]["ready"] = False
+    endpoint_slice["endpoints"][2]["conditions"]["ready"] = True
+    updated = await http.put(f"{slice_path}/db-1", json=endpoint_slice)
+    assert updated.status_code == 200, updated.text
+    await cluster_dns.wait_answer(fqdn, ("NOERROR", ["172.31.0.6", "172.31.0.7"]))
+    assert await cluster_dns.answer(f"db-0.{fqdn}") == ("NXDOMAIN", [])
+    assert await cluster_dns.answer(f"db-2.{fqdn}") == ("NOERROR", ["172.31.0.7"])
+
+    # the slice gone: no addresses left, the name with them
+    deleted = await http.delete(f"{slice_path}/db-1")
+    assert deleted.status_code == 200, deleted.text
+    await cluster_dns.wait_answer(fqdn, ("NXDOMAIN", []))
+
+
+async def test_an_external_name_service_is_a_cname(
+        http: httpx.AsyncClient, cluster_dns: ClusterDnsProcess, namespace: str) -> None:
+    await cluster_dns.wait_ready()
+    await create(http, f"/api/v1/namespaces/{namespace}/services", service_manifest(
+        "ext", ports=[], type="ExternalName", externalName="db.example.com"))
+    fqdn = f"ext.{namespace}.svc.{DOMAIN}"
+    await cluster_dns.wait_answer(fqdn, ("NOERROR", ["db.example.com."]), rdtype="CNAME")
+    # an A query gets the CNAME; its target is outside the cluster and not chased
+    assert await cluster_dns.answer(fqdn) == ("NOERROR", ["db.example.com."])
