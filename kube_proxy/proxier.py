@@ -1,0 +1,182 @@
+"""The kube-proxy process: informers on Services and EndpointSlices in, iptables out.
+
+Every informer event only marks the state dirty. The sync loop (kube's
+BoundedFrequencyRunner) syncs at most once per `min_sync_period` (changes arriving
+meanwhile are batched into the next sync), at least once per `sync_period`, and does a
+full sync at start, after a failure and every FULL_SYNC_PERIOD; the others are partial
+(kube_proxy.syncer). On SIGTERM the rules stay, as kube-proxy leaves them: traffic keeps
+flowing while the proxy restarts; `--cleanup` removes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from common.client import GROUP_VERSIONS, ApiClient
+from common.endpoint import metric_family
+from common.informer import SharedInformerFactory
+from common.leaderelection import LeaderElectionConfig, LeaderElector
+from kube_proxy import iptables
+from kube_proxy.model import PROXYABLE_SELECTOR, endpoints_map, service_ports
+from kube_proxy.rules import Config
+from kube_proxy.syncer import Syncer, SyncResult
+
+log = logging.getLogger("kube-proxy")
+
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
+DEFAULT_PORT = 10256  # kube-proxy's healthz port
+FULL_SYNC_PERIOD = 3600.0  # kube's proxyutil.FullSyncPeriod
+GROUP_VERSIONS_PROXY = {**GROUP_VERSIONS, "endpointslices": "discovery.k8s.io/v1"}
+
+
+@dataclass(frozen=True)
+class Options:
+    apiserver: str
+    kubeconfig: str | None = None
+    config: Config = field(default_factory=Config)
+    min_sync_period: float = 1.0  # kube's --iptables-min-sync-period
+    sync_period: float = 30.0  # kube's --iptables-sync-period
+    bind_address: str = DEFAULT_BIND_ADDRESS
+    port: int = DEFAULT_PORT
+    leader_elect: bool = False  # one kube-proxy per node: no election
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When the loop syncs next (pure): after `min_sync_period` since the last sync start
+    when something changed, else at the periodic deadline."""
+
+    min_sync_period: float
+    sync_period: float
+
+    def delay(self, *, now: float, last_sync: float, dirty: bool) -> float:
+        if dirty:
+            return max(0.0, last_sync + self.min_sync_period - now)
+        return max(0.0, last_sync + self.sync_period - now)
+
+
+class Proxier:
+    def __init__(self, client: ApiClient, options: Options) -> None:
+        self.options = options
+        self.syncer = Syncer(options.config)
+        self.informers = SharedInformerFactory(client)
+        self.services = self.informers.informer("services", label_selector=PROXYABLE_SELECTOR,
+                                                name="services")
+        self.slices = self.informers.informer("endpointslices",
+                                              label_selector=PROXYABLE_SELECTOR,
+                                              name="endpointslices")
+        self.changed = asyncio.Event()
+        for informer in (self.services, self.slices):
+            informer.add_event_handler(on_add=lambda _obj: self.changed.set(),
+                                       on_update=lambda _old, _new: self.changed.set(),
+                                       on_delete=lambda _obj: self.changed.set(),
+                                       name="kube-proxy")
+        self.synced = asyncio.Event()
+        self.last: SyncResult | None = None
+        self.last_full_sync = 0.0
+        self.last_sync_wall = 0.0
+        self.dirty_since: float | None = None
+        self.syncs = {"full": 0, "partial": 0}
+        self.failures = 0
+
+    def describe(self) -> str:
+        config = self.options.config
+        return (f"kube-proxy (iptables) for node {config.hostname or '(no hostname)'}, "
+                f"chains {config.names.prefix}-*")
+
+    async def run(self, *, leading: asyncio.Event | None = None) -> None:
+        if self.options.config.localhost_nodeports:
+            iptables.enable_route_localnet()
+        self.informers.start()
+        try:
+            await self.informers.wait_for_cache_sync()
+            await self._loop()
+        finally:
+            await self.informers.shutdown()
+
+    async def _loop(self) -> None:
+        schedule = Schedule(self.options.min_sync_period, self.options.sync_period)
+        last_sync = -float("inf")
+        while True:
+            now = time.monotonic()
+            full = (self.syncer.needs_full_sync
+                    or now - self.last_full_sync >= FULL_SYNC_PERIOD)
+            if self.synced.is_set() and not full:
+                dirty = self.changed.is_set()
+                delay = schedule.delay(now=now, last_sync=last_sync, dirty=dirty)
+                if delay > 0:
+                    if dirty:
+                        await asyncio.sleep(delay)
+                    else:
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(delay):
+                                await self.changed.wait()
+                        continue
+            self.changed.clear()
+            last_sync = time.monotonic()
+            await self._sync_once(full=full)
+
+    async def _sync_once(self, *, full: bool) -> None:
+        ports = [p for s in self.services.list() for p in service_ports(s)]
+        endpoints = endpoints_map(self.slices.list())
+        try:
+            result = await self.syncer.sync(ports, endpoints, full=full)
+        except Exception as e:  # a failed sync is retried (fully) at the next period
+            self.failures += 1
+            self.changed.set()
+            log.error("sync failed, retrying with a full sync: %s", e)
+            await asyncio.sleep(self.options.min_sync_period)
+            return
+        self.last = result
+        self.syncs["full" if result.full else "partial"] += 1
+        if result.full:
+            self.last_full_sync = time.monotonic()
+        self.last_sync_wall = time.time()
+        self.synced.set()
+
+    # -- the endpoint ------------------------------------------------------------------------
+
+    def liveness(self, running: asyncio.Task[None]) -> Mapping[str, str | None]:
+        return {"ping": None, "proxier": "stopped" if running.done() else None}
+
+    def readiness(self, stopping: asyncio.Event) -> Mapping[str, str | None]:
+        unsynced = self.informers.unsynced()
+        return {"ping": None,
+                "informer-sync": f"not synced yet: {', '.join(unsynced)}" if unsynced else None,
+                "rules": None if self.synced.is_set() else "no sync done yet",
+                "shutdown": "shutting down" if stopping.is_set() else None}
+
+    def metrics(self, elector: LeaderElector | None) -> str:
+        lines = metric_family(
+            "kubeproxy_sync_proxy_rules_total", "counter",
+            "Syncs of the proxy rules, by kind (full or partial).",
+            [({"kind": kind}, n) for kind, n in self.syncs.items()])
+        lines += metric_family(
+            "kubeproxy_sync_proxy_rules_iptables_total", "gauge",
+            "Number of iptables rules owned by kube-proxy, by table.",
+            [({"table": t}, n) for t, n in (self.last.rules if self.last else {}).items()])
+        lines += metric_family(
+            "kubelite_kubeproxy_sync_failures_total", "counter",
+            "Syncs whose iptables-restore failed.", [({}, self.failures)])
+        seconds = self.last.seconds if self.last else 0.0
+        lines += ["# HELP kubelite_kubeproxy_last_sync_seconds Duration of the last sync.",
+                  "# TYPE kubelite_kubeproxy_last_sync_seconds gauge",
+                  f"kubelite_kubeproxy_last_sync_seconds {seconds:.6f}",
+                  "# HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds The last time "
+                  "proxy rules were successfully synced.",
+                  "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge",
+                  f"kubeproxy_sync_proxy_rules_last_timestamp_seconds "
+                  f"{self.last_sync_wall:.3f}"]
+        return "\n".join(lines) + "\n"
+
+    def stopping(self) -> str:
+        return "shutting down; the iptables rules stay (kube-proxy --cleanup removes them)"
+
+    async def drain(self) -> None:
+        """Nothing to finish: rules stay in place."""
