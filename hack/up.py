@@ -115,7 +115,7 @@ class Options:
     controller_manager_port: int = 10257  # the same for the controller-manager
     nodes: tuple[str, ...] = ("node1", "node2")
     kubelet_ports: tuple[int, ...] = (10250, 10251)
-    kube_proxy_ports: tuple[int, ...] = (10256, 10258)  # each one's endpoint; 0: none
+    kube_proxy_ports: tuple[int, ...] = ()  # each one's endpoint (0: none); default: 10256, ...
     kube_proxy_chain_prefixes: tuple[str, ...] = ()  # default: chain_prefixes(len(nodes))
     cluster_dns_port: int = 10055  # the cluster DNS's endpoint (kube-dns's); 0: none
     cluster_dns_listen: str = ""  # where dnsmasq answers; "": Docker's bridge gateway, :53
@@ -163,6 +163,12 @@ class Options:
     @property
     def cluster_file(self) -> Path:
         return self.state_dir / "cluster.json"
+
+    @property
+    def proxy_ports(self) -> tuple[int, ...]:
+        """kube-proxy's 10256 for the first node, 10258, 10260, ... for the others (10257 is
+        the controller-manager's)."""
+        return self.kube_proxy_ports or tuple(10256 + 2 * i for i in range(len(self.nodes)))
 
     @property
     def chain_prefixes(self) -> tuple[str, ...]:
@@ -221,7 +227,7 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         cluster_dns_component(options),
     ]
     components += [kube_proxy_component(options, node, port, prefix) for node, port, prefix
-                   in zip(options.nodes, options.kube_proxy_ports, options.chain_prefixes,
+                   in zip(options.nodes, options.proxy_ports, options.chain_prefixes,
                           strict=True)]
     for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
         components.append(Component(f"kubelet-{node}", "kubelet", (
@@ -496,8 +502,8 @@ def preflight(options: Options) -> str:
     if len(options.nodes) != len(options.kubelet_ports):
         raise UserError(f"{len(options.nodes)} node(s) but {len(options.kubelet_ports)} "
                         "kubelet port(s): give one --kubelet-ports entry per --nodes entry")
-    if len(options.nodes) != len(options.kube_proxy_ports):
-        raise UserError(f"{len(options.nodes)} node(s) but {len(options.kube_proxy_ports)} "
+    if len(options.nodes) != len(options.proxy_ports):
+        raise UserError(f"{len(options.nodes)} node(s) but {len(options.proxy_ports)} "
                         "kube-proxy port(s): give one --kube-proxy-ports entry per --nodes "
                         "entry")
     if len(options.nodes) != len(options.chain_prefixes):
@@ -873,9 +879,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
                         help="node names, one kubelet each (default: node1,node2)")
     parser.add_argument("--kubelet-ports", type=port_list, default=(10250, 10251),
                         help="one port per node (default: 10250,10251)")
-    parser.add_argument("--kube-proxy-ports", type=port_list, default=(10256, 10258),
+    parser.add_argument("--kube-proxy-ports", type=port_list, default=(),
                         help="each node's kube-proxy's /healthz, /readyz and /metrics, one "
-                             "port per node (default: 10256,10258; 0: none)")
+                             "port per node (default: 10256,10258,...; 0: none)")
     parser.add_argument("--kube-proxy-chain-prefixes", type=comma_list, default=(),
                         help="the first word of each node's kube-proxy's iptables chains, one "
                              "per node (default: KUBE, KUBE2, ...)")
