@@ -15,9 +15,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tests.docker_support import BUSYBOX_IMAGE, docker_api, ensure_docker
+from tests.support import PYTHON, REPO, ApiServer, Process, free_port, wait_http_ok
 
 _rng = random.Random(os.getpid() ^ time.monotonic_ns())
 
@@ -138,3 +140,49 @@ def endpoint_slice(ns: str, service_name: str, ports: list[dict[str, Any]],
                          "labels": {"kubernetes.io/service-name": service_name}},
             "addressType": "IPv4", "ports": ports,
             "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips]}
+
+
+# -- the process ---------------------------------------------------------------------------
+
+
+class KubeProxyProcess:
+    """`python -m kube_proxy` for one node, as the cluster runs it: its own identity
+    (system:kube-proxy, bound to system:node-proxier), a unique chain prefix, its healthz
+    and metrics on a free loopback port."""
+
+    def __init__(self, apiserver: ApiServer, workdir: Path, *, node_name: str, prefix: str,
+                 extra_args: list[str] | None = None) -> None:
+        self.prefix = prefix
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        if apiserver.plain:
+            connect = ["--master", apiserver.url]
+        else:
+            config = apiserver.kubeconfig(workdir / f"kube-proxy-{node_name}.kubeconfig",
+                                          cert="kube-proxy", user="system:kube-proxy",
+                                          namespace=None)
+            connect = ["--kubeconfig", str(config)]
+        self.args = [PYTHON, "-m", "kube_proxy", *connect, "--hostname-override", node_name,
+                     "--iptables-chain-prefix", prefix, "--healthz-bind-address", f"127.0.0.1:{self.port}",
+                     "--iptables-min-sync-period", "0.2", *(extra_args or [])]
+        self.process = Process(f"kube-proxy-{node_name}", self.args,
+                               workdir / f"kube-proxy-{node_name}.log")
+
+    def start(self) -> KubeProxyProcess:
+        self.process.start()
+        wait_http_ok(f"{self.url}/readyz", process=self.process, timeout=60)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    def log(self) -> str:
+        return self.process.log()
+
+    def cleanup(self) -> None:
+        """`python -m kube_proxy --cleanup` with this instance's prefix."""
+        subprocess.run([PYTHON, "-m", "kube_proxy", "--cleanup", "--iptables-chain-prefix",
+                        self.prefix], check=True, timeout=120, capture_output=True, cwd=REPO)

@@ -1,0 +1,159 @@
+"""kube-proxy in a real cluster: the secure apiserver, the scheduler, a kubelet running
+two busybox httpd pods on docker0, a Service with its EndpointSlice, and
+`python -m kube_proxy` as system:kube-proxy. From the host, the ClusterIP and the
+NodePort reach both pods; an endpoint leaving the slice leaves the rotation; kill -9
+and restart reconciles without duplicating a rule; SIGTERM leaves the rules (traffic
+keeps flowing, as kube-proxy's restarts), `--cleanup` removes them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from common.client import ApiClient
+from kube_proxy.proxier import GROUP_VERSIONS_PROXY
+from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
+from tests.proxy_support import (
+    KubeProxyProcess,
+    answers,
+    iptables_save,
+    own_lines,
+    unique_node_port,
+    unique_prefix,
+    unique_service_net,
+)
+from tests.support import ApiServer, eventually, unique
+
+NODE = "kp-node1"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, Path]]:
+    workdir = tmp_path_factory.mktemp("kube-proxy-e2e")
+    with docker_cluster(workdir, [NODE]) as (apiserver, _kubectl):
+        yield apiserver, workdir
+
+
+def httpd_pod(name: str) -> dict[str, Any]:
+    script = f"mkdir -p /www && echo {name} > /www/index.html && exec httpd -f -p 8080 -h /www"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "httpd", "image": BUSYBOX_IMAGE,
+                                     "command": ["sh", "-c", script],
+                                     "ports": [{"name": "web", "containerPort": 8080}]}]}}
+
+
+def endpoint_slice(service: str, pods: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the EndpointSlice controller writes for these ready pods."""
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": f"{service}-abcde",
+                         "labels": {"kubernetes.io/service-name": service,
+                                    "endpointslice.kubernetes.io/managed-by":
+                                        "endpointslice-controller.k8s.io"}},
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}],
+            "endpoints": [{"addresses": [p["status"]["podIP"]],
+                           "conditions": {"ready": True, "serving": True,
+                                          "terminating": False},
+                           "nodeName": NODE,
+                           "targetRef": {"kind": "Pod", "namespace": "default",
+                                         "name": p["metadata"]["name"]}} for p in pods]}
+
+
+def jump_count(prefix: str) -> int:
+    builtins = ("INPUT", "FORWARD", "OUTPUT", "PREROUTING", "POSTROUTING")
+    return sum(1 for table in ("filter", "nat") for line in iptables_save(table)
+               if line.startswith("-A ") and line.split()[1] in builtins
+               and f"-j {prefix}-" in line)
+
+
+async def test_cluster_ip_and_node_port_reach_every_pod(cluster: tuple[ApiServer, Path]
+                                                        ) -> None:
+    apiserver, workdir = cluster
+    names = [unique("web-a"), unique("web-b")]
+    service_name = unique("web")
+    net = unique_service_net()
+    cluster_ip, node_port = f"{net}.30", unique_node_port()
+    async with ApiClient(apiserver.connection(), group_versions=GROUP_VERSIONS_PROXY) as api:
+        for name in names:
+            await api.create("pods", httpd_pod(name), namespace="default")
+
+        async def running() -> list[dict[str, Any]] | None:
+            pods = [await api.get("pods", n, namespace="default") for n in names]
+            ok = all((p.get("status") or {}).get("phase") == "Running"
+                     and (p.get("status") or {}).get("podIP") for p in pods)
+            return pods if ok else None
+        pods = await eventually(running, timeout=90, what="both httpd pods Running")
+        assert pods is not None
+        await api.create("services", {
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name},
+            "spec": {"type": "NodePort", "clusterIP": cluster_ip, "selector": {"app": "web"},
+                     "ports": [{"name": "http", "port": 80, "targetPort": "web",
+                                "nodePort": node_port}]}}, namespace="default")
+        await api.create("endpointslices", endpoint_slice(service_name, pods),
+                         namespace="default")
+
+        proxy = KubeProxyProcess(apiserver, workdir, node_name=NODE, prefix=unique_prefix())
+        try:
+            proxy.start()
+
+            async def both(ip: str, port: int) -> bool:
+                try:
+                    return set(await answers(ip, port, requests=30)) == set(names)
+                except OSError:
+                    return False
+            await eventually(lambda: both(cluster_ip, 80), timeout=30,
+                             what="the ClusterIP reaching both pods")
+            await eventually(lambda: both("127.0.0.1", node_port), timeout=30,
+                             what="the NodePort on 127.0.0.1 reaching both pods")
+            rules = {t: own_lines(iptables_save(t), proxy.prefix) for t in ("filter", "nat")}
+            jumps = jump_count(proxy.prefix)
+            assert jumps == 10
+
+            # kill -9: the rules stay and serve; the restart reconciles, duplicating nothing.
+            proxy.kill()
+            assert set(await answers(cluster_ip, 80, requests=20)) == set(names)
+            proxy.start()
+            assert jump_count(proxy.prefix) == jumps
+            assert {t: own_lines(iptables_save(t), proxy.prefix)
+                    for t in ("filter", "nat")} == rules
+
+            # One pod leaves the slice: it leaves the rotation.
+            slice_ = await api.get("endpointslices", f"{service_name}-abcde",
+                                   namespace="default")
+            slice_["endpoints"] = slice_["endpoints"][1:]
+            await api.update("endpointslices", slice_, namespace="default")
+
+            async def only_second() -> bool:
+                return set(await answers(cluster_ip, 80, requests=20)) == {names[1]}
+            await eventually(only_second, timeout=30, what="the first pod out of rotation")
+            assert "partial sync" in proxy.log()
+
+            # The service goes: its cluster IP is gone from our rules.
+            await api.delete("services", service_name, namespace="default")
+
+            async def service_gone() -> bool:
+                return not any(cluster_ip in line
+                               for line in own_lines(iptables_save("nat"), proxy.prefix))
+            await eventually(service_gone, timeout=30, what="the service's rules removed")
+
+            async with httpx.AsyncClient(base_url=proxy.url) as http:
+                metrics = (await http.get("/metrics")).text
+            assert 'kubeproxy_sync_proxy_rules_total{kind="partial"}' in metrics
+            assert 'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}' in metrics
+            # SIGTERM: kube-proxy leaves its rules in place.
+            proxy.stop()
+            assert own_lines(iptables_save("nat"), proxy.prefix)
+        finally:
+            proxy.stop()
+            proxy.cleanup()
+        for table in ("filter", "nat"):
+            assert own_lines(iptables_save(table), proxy.prefix) == []
+        assert jump_count(proxy.prefix) == 0
+        for name in names:
+            await api.delete("pods", name, namespace="default")
