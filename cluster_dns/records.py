@@ -22,11 +22,19 @@ restarts it.
 from __future__ import annotations
 
 import ipaddress
+import logging
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+# What a name in dnsmasq's files may be: DNS labels (underscores for SRV owners) and dots.
+# Anything else (a newline, a comma) could add options of its own to dnsmasq's config,
+# e.g. an upstream server; the apiserver validates these fields, this is a second wall.
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_]([-A-Za-z0-9_]*[A-Za-z0-9])?(\.[A-Za-z0-9_]([-A-Za-z0-9_]*[A-Za-z0-9])?)*")
 SRV_PRIORITY = 0
 SRV_WEIGHT = 100
 
@@ -106,8 +114,31 @@ def endpoint_hostname(endpoint: Mapping[str, Any], address: str) -> str:
     return address.replace(".", "-").replace(":", "-")
 
 
+def is_safe_name(name: str) -> bool:
+    return len(name) <= 253 and _SAFE_NAME.fullmatch(name) is not None
+
+
+def only_safe(service_records: ServiceRecords, key: str) -> ServiceRecords:
+    """The records whose every name is a DNS name; the others logged and left out."""
+    hosts = tuple((a, n) for a, n in service_records.hosts if is_safe_name(n))
+    srvs = tuple(s for s in service_records.srvs
+                 if is_safe_name(s.name) and is_safe_name(s.target))
+    cnames = tuple((n, t) for n, t in service_records.cnames
+                   if is_safe_name(n) and is_safe_name(t))
+    if (hosts, srvs, cnames) != (service_records.hosts, service_records.srvs,
+                                 service_records.cnames):
+        log.warning("Service %s: records with names that are not DNS names left out", key)
+    return ServiceRecords(hosts=hosts, srvs=srvs, cnames=cnames)
+
+
 def service_records(service: Mapping[str, Any], slices: Iterable[Mapping[str, Any]],
                     options: Options) -> ServiceRecords:
+    """The Service's records (those with a name that is not a DNS name left out)."""
+    return only_safe(unchecked_records(service, slices, options), service_key(service))
+
+
+def unchecked_records(service: Mapping[str, Any], slices: Iterable[Mapping[str, Any]],
+                      options: Options) -> ServiceRecords:
     metadata = service.get("metadata") or {}
     spec = service.get("spec") or {}
     fqdn = service_fqdn(str(metadata.get("name")), str(metadata.get("namespace")),

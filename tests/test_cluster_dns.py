@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.dns_support import ClusterDnsProcess, service_manifest
-from tests.support import ApiServer, unique
+from tests.support import ApiServer, Kubectl, eventually, unique
 
 DOMAIN = "cluster.local"
 
@@ -143,3 +143,50 @@ async def test_an_external_name_service_is_a_cname(
     await cluster_dns.wait_answer(fqdn, ("NOERROR", ["db.example.com."]), rdtype="CNAME")
     # an A query gets the CNAME; its target is outside the cluster and not chased
     assert await cluster_dns.answer(fqdn) == ("NOERROR", ["db.example.com."])
+
+
+async def test_it_keeps_the_kube_dns_service_and_its_endpoints_at_dnsmasq(
+        apiserver: ApiServer, http: httpx.AsyncClient, tmp_path: Path) -> None:
+    process = ClusterDnsProcess(apiserver, tmp_path, name="cluster-dns-kube-dns",
+                                cluster_ip="10.96.0.10").start()
+    service_path = "/api/v1/namespaces/kube-system/services/kube-dns"
+    slice_path = "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-dnsmasq"
+    try:
+        await process.wait_ready()
+
+        async def present(path: str) -> bool:
+            assert process.process.alive(), process.process.log()[-3000:]
+            return (await http.get(path)).status_code == 200
+        await eventually(lambda: present(service_path))
+        await eventually(lambda: present(slice_path))
+        service = (await http.get(service_path)).json()
+        assert service["metadata"]["labels"] == {
+            "k8s-app": "kube-dns", "kubernetes.io/cluster-service": "true",
+            "kubernetes.io/name": "KubeDNS"}
+        assert service["spec"]["clusterIP"] == "10.96.0.10"
+        assert "selector" not in service["spec"]
+        assert [(p["name"], p["port"], p["protocol"]) for p in service["spec"]["ports"]] == [
+            ("dns", 53, "UDP"), ("dns-tcp", 53, "TCP")]
+        endpoint_slice = (await http.get(slice_path)).json()
+        assert endpoint_slice["metadata"]["labels"]["kubernetes.io/service-name"] == "kube-dns"
+        assert endpoint_slice["metadata"]["labels"][
+            "endpointslice.kubernetes.io/managed-by"] == "cluster-dns.kubelite.io"
+        assert endpoint_slice["endpoints"][0]["addresses"] == [process.address]
+        assert {(p["name"], p["port"]) for p in endpoint_slice["ports"]} == {
+            ("dns", process.port), ("dns-tcp", process.port)}
+        # its own name resolves, through itself
+        await process.wait_answer(f"kube-dns.kube-system.svc.{DOMAIN}", ("NOERROR", ["10.96.0.10"]))
+
+        # `kubectl cluster-info` lists it, as with kube-dns
+        info = Kubectl(apiserver, tmp_path / "kubectl")("cluster-info")
+        assert "KubeDNS is running at" in info
+        assert "/api/v1/namespaces/kube-system/services/kube-dns:dns/proxy" in info
+
+        # the slice deleted by someone: put back
+        deleted = await http.delete(slice_path)
+        assert deleted.status_code == 200, deleted.text
+        await eventually(lambda: present(slice_path))
+    finally:
+        process.stop()
+        await http.delete(slice_path)
+        await http.delete(service_path)

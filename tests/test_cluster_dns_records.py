@@ -152,3 +152,16 @@ def test_differs_ignores_what_the_server_adds():
     assert not records.differs(desired, actual)
     changed = {**actual, "spec": {**actual["spec"], "ports": actual["spec"]["ports"][:1]}}
     assert records.differs(desired, changed)
+
+
+def test_a_name_that_is_no_dns_name_never_reaches_dnsmasqs_config():
+    # e.g. an ExternalName smuggling in an upstream server
+    svc = service("ext", cluster_ip=None, type="ExternalName",
+                  externalName="db.example.com\nserver=192.0.2.1")
+    assert records.service_records(svc, [], OPTIONS) == ServiceRecords()
+    headless = service("db", cluster_ip="None")
+    slices = [endpoint_slice("db", [{"addresses": ["172.17.0.5"], "hostname": "a,b"},
+                                    {"addresses": ["172.17.0.6"], "hostname": "ok"}])]
+    hosts = records.service_records(headless, slices, OPTIONS).hosts
+    assert [n for _, n in hosts] == ["ok.db.team.svc.cluster.local",
+                                     "db.team.svc.cluster.local", "db.team.svc.cluster.local"]
