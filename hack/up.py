@@ -264,7 +264,7 @@ def kube_proxy_component(options: Options, node: str, port: int, prefix: str) ->
     return Component(f"kube-proxy-{node}", "kube-proxy", (
         PYTHON, "-m", "kube_proxy", *connect_args(options, "kube-proxy.conf"),
         "--hostname-override", node, "--iptables-chain-prefix", prefix,
-        "--bind-address", LOCALHOST, "--port", str(port),
+        "--healthz-bind-address", f"{LOCALHOST}:{port}",
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=((f"kube-proxy {node}", port),) if port else ())
 

@@ -117,7 +117,8 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
     proxies = {c.name: c.args for c in components if c.kind == "kube-proxy"}
     assert [args[args.index("--iptables-chain-prefix") + 1] for args in proxies.values()] == [
         "KUBE", "KUBE2"]
-    assert [args[args.index("--port") + 1] for args in proxies.values()] == ["10256", "10258"]
+    assert [args[args.index("--healthz-bind-address") + 1] for args in proxies.values()] == [
+        "127.0.0.1:10256", "127.0.0.1:10258"]
     kubelet = components[-1].args
     assert kubelet[kubelet.index("--cluster-dns") + 1] == "10.96.0.10"
     assert kubelet[kubelet.index("--cluster-domain") + 1] == "cluster.local"
