@@ -253,7 +253,6 @@ def cluster_dns_component(options: Options) -> Component:
         "--cluster-domain", options.cluster_domain, "--cluster-ip", options.cluster_dns,
         *(("--listen", options.cluster_dns_listen) if options.cluster_dns_listen else ()),
         "--docker-socket", options.docker_socket,
-        "--state-dir", str(options.state_dir / "cluster-dns"),
         "--bind-address", LOCALHOST, "--port", str(port),
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=(("cluster-dns", port),) if port else ())
