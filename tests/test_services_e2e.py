@@ -64,9 +64,10 @@ def ready_endpoints(cluster: ServicesCluster, service: str) -> dict[str, bool]:
 
 
 def from_pod(cluster: ServicesCluster, pod: str, url: str, count: int) -> dict[str, int]:
-    """`count` wget's of `url` from inside `pod`: which hostname answered how often."""
+    """`count` wget's of `url` from inside `pod`: which hostname answered how often.
+    (`timeout`, not wget's own -T, which makes Debian's busybox 1.35 wget segfault.)"""
     out = cluster.kubectl("exec", pod, "--", "sh", "-c",
-                          f"for i in $(seq {count}); do wget -qO- -T 2 {url}; done; true")
+                          f"for i in $(seq {count}); do timeout 5 wget -qO- {url}; done; true")
     counts: dict[str, int] = {}
     for line in out.split():
         counts[line] = counts.get(line, 0) + 1
