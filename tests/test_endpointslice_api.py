@@ -1,5 +1,5 @@
 """The EndpointSlice controller against a real apiserver (an etcd prefix of its own) and the
-real controller-manager process; the test plays the kubelet, writing the pods' status
+real controller-manager process, as system:kube-controller-manager; the test plays the kubelet, writing the pods' status
 (IP, Ready) itself, so each step is exact. The Docker end to end is
 test_endpointslice_e2e.py."""
 
@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.cm_support import ControllerManagerProcess
+from tests.services_support import ensure_endpointslice_role
 from tests.support import ApiServer, Etcd, eventually, unique
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -23,7 +24,8 @@ SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
 @pytest.fixture(scope="module")
 def own_apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     server = ApiServer(etcd, Path(tmp_path_factory.mktemp("cm-eps")), name="apiserver-cm-eps",
-                       extra_args=["--etcd-prefix", f"/{unique('cm-eps')}"], plain=True).start()
+                       extra_args=["--etcd-prefix", f"/{unique('cm-eps')}"]).start()
+    ensure_endpointslice_role(server)
     yield server
     server.stop()
 
