@@ -17,20 +17,23 @@ addresses users ask for (calculateRangeOffset).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ipaddress
 import logging
 import random
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from apiserver.storage import KeyExists, KeyNotFound, RevisionMismatch, Storage
+from apiserver.storage import KV, KeyExists, KeyNotFound, RevisionMismatch, Storage
 from common.timestamps import rfc3339
 
 log = logging.getLogger("apiserver")
 
 T = TypeVar("T")
+_NONZERO_BYTE = re.compile(rb"[^\x00]")
 MAX_ATTEMPTS = 100
 DEFAULT_SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/12"
 DEFAULT_SERVICE_NODE_PORT_RANGE = "30000-32767"
@@ -86,7 +89,14 @@ class Bitmap:
         return self.size - self.used()
 
     def offsets(self) -> list[int]:
-        return [i for i in range(self.bits.bit_length()) if self.bits >> i & 1]
+        """Every taken offset, ascending: a scan of the bitmap's bytes that skips the zero
+        ones at C speed (a /12 range is a million bits)."""
+        raw = self.bits.to_bytes((self.bits.bit_length() + 7) // 8, "little")
+        found: list[int] = []
+        for match in _NONZERO_BYTE.finditer(raw):
+            index, byte = match.start(), raw[match.start()]
+            found.extend(index * 8 + bit for bit in range(8) if byte >> bit & 1)
+        return found
 
     def next_free(self, reserved: int, rand: random.Random) -> int | None:
         """randomScanStrategyWithOffset: a free offset from a random start in
@@ -235,14 +245,16 @@ class RangeAllocator:
         self.size = size
         self.reserved = reserved
         self.rand = rand or random.Random()
+        self._lock = asyncio.Lock()
+        # the last version of the key this process read or wrote: (KV or None when absent,)
+        self._last: tuple[KV | None] | None = None
 
     async def snapshot(self) -> Bitmap:
-        bitmap, _, _ = await self._read()
+        bitmap, _, _ = self._decode(await self.storage.get(self.key))
         return bitmap
 
-    async def _read(self) -> tuple[Bitmap, int, str | None]:
+    def _decode(self, kv: KV | None) -> tuple[Bitmap, int, str | None]:
         """(bitmap, mod_revision or 0 when absent, its creationTimestamp)."""
-        kv = await self.storage.get(self.key)
         if kv is None:
             return Bitmap(self.size), 0, None
         stored = kv.value
@@ -256,23 +268,49 @@ class RangeAllocator:
             created
 
     async def change(self, mutate: Callable[[Bitmap], T]) -> T:
-        """Read the bitmap, `mutate` it (raising leaves etcd unchanged), write it back if
-        nobody wrote in between; again from the top when somebody did."""
-        for _ in range(MAX_ATTEMPTS):
-            bitmap, revision, created = await self._read()
-            before = bitmap.bits
-            result = mutate(bitmap)
-            if bitmap.bits == before and revision:
+        """`mutate` the bitmap (raising leaves etcd unchanged) and write it back if nobody
+        wrote in between; again on what they wrote when somebody did. One change at a time
+        in this process (kube's allocator holds a lock too), so only other apiservers race
+        it; the last version written is kept, so an uncontended change is one transaction.
+        A refusal or a no-op is only ever decided on a version just read from etcd."""
+        async with self._lock:
+            for attempt in range(MAX_ATTEMPTS):
+                fresh = self._last is None
+                if self._last is None:
+                    self._last = (await self.storage.get(self.key),)
+                bitmap, revision, created = self._decode(self._last[0])
+                before = bitmap.bits
+                try:
+                    result = mutate(bitmap)
+                except AllocationError:
+                    if fresh:
+                        raise
+                    self._last = None
+                    continue
+                if bitmap.bits == before and revision:
+                    if fresh:
+                        return result
+                    self._last = None
+                    continue
+                value = range_allocation(self.range_text, bitmap, created)
+                try:
+                    if revision:
+                        written = await self.storage.update(self.key, value,
+                                                            expected_revision=revision)
+                    else:
+                        written = await self.storage.create(self.key, value)
+                except RevisionMismatch as e:
+                    self._last = (e.current,) if e.current is not None else None
+                    await asyncio.sleep(self.rand.uniform(0, 0.002 * min(attempt + 1, 20)))
+                    continue
+                except (KeyExists, KeyNotFound):
+                    self._last = None
+                    continue
+                except BaseException:
+                    self._last = None
+                    raise
+                self._last = (KV(self.key, value, written, 0),)
                 return result
-            value = range_allocation(self.range_text, bitmap, created)
-            try:
-                if revision:
-                    await self.storage.update(self.key, value, expected_revision=revision)
-                else:
-                    await self.storage.create(self.key, value)
-            except (RevisionMismatch, KeyExists, KeyNotFound):
-                continue
-            return result
         raise AllocationError(f"too many concurrent changes to {self.key}")
 
     async def allocate(self, offset: int, taken: Callable[[], AllocationError]) -> None:

@@ -38,8 +38,9 @@ async def bitmap(etcd: Etcd, name: str) -> set[int]:
         return set()
     stored = json.loads(base64.b64decode(kvs[0]["value"]))
     assert stored["kind"] == "RangeAllocation"
-    bits = int.from_bytes(base64.b64decode(stored["data"]), "big")
-    return {i for i in range(bits.bit_length()) if bits >> i & 1}
+    raw = base64.b64decode(stored["data"])  # big.Int.Bytes(): big-endian, bit i = offset i
+    return {(len(raw) - 1 - index) * 8 + bit for index, byte in enumerate(raw) if byte
+            for bit in range(8) if byte >> bit & 1}
 
 
 def ip_offset(ip: str) -> int:
@@ -286,3 +287,49 @@ def test_official_python_client(apiserver: ApiServer, tmp_path: Path) -> None:
         core.delete_namespaced_service(name, "default")
         assert core.list_namespaced_service(
             "default", field_selector=f"metadata.name={name}").items == []
+
+
+# --- RBAC: who may read and write Services and EndpointSlices ---------------------------------
+
+@pytest.mark.parametrize(("user", "allowed", "denied"), [
+    (["system:kube-proxy"],
+     ["list services", "watch services", "list endpointslices.discovery.k8s.io",
+      "watch endpointslices.discovery.k8s.io", "get nodes", "create events", "patch events"],
+     ["create services", "delete endpointslices.discovery.k8s.io", "list secrets"]),
+    (["system:kube-dns"],
+     ["list services", "watch endpoints", "list endpointslices.discovery.k8s.io"],
+     ["create services", "get secrets"]),
+    (["system:serviceaccount:kube-system:kube-dns"],
+     ["list services", "watch endpointslices.discovery.k8s.io"], ["update services"]),
+    (["system:kube-controller-manager"],
+     ["create endpointslices.discovery.k8s.io", "update endpointslices.discovery.k8s.io",
+      "delete endpointslices.discovery.k8s.io", "update services/finalizers", "list pods"],
+     ["create services"]),
+    (["system:serviceaccount:kube-system:endpointslice-controller"],
+     ["create endpointslices.discovery.k8s.io", "get services", "list nodes"],
+     ["delete services"]),
+    (["jane", "--as-group", "view-team"], [], ["list services"]),
+])
+def test_bootstrap_policy_for_services(kubectl: Kubectl, user: list[str], allowed: list[str],
+                                       denied: list[str]) -> None:
+    for verb_resource in allowed + denied:
+        answer = kubectl.run("auth", "can-i", *verb_resource.split(), "-A", "--as", *user,
+                             check=False)
+        assert answer.stdout.strip() == ("yes" if verb_resource in allowed else "no"), \
+            f"{user} {verb_resource}: {answer.stdout}{answer.stderr}"
+
+
+def test_view_edit_admin_cover_services_and_endpointslices(kubectl: Kubectl) -> None:
+    user = unique("viewer")
+    kubectl("create", "rolebinding", user, "--clusterrole=view", f"--user={user}",
+            "--namespace=default")
+    can = [kubectl.run("auth", "can-i", *verb.split(), "-n", "default", "--as", user,
+                       check=False).stdout.strip() for verb in (
+        "list services", "get services/status", "list endpointslices.discovery.k8s.io",
+        "create services")]
+    assert can == ["yes", "yes", "yes", "no"]
+    kubectl("create", "rolebinding", f"{user}-edit", "--clusterrole=edit", f"--user={user}",
+            "--namespace=default")
+    assert kubectl.run("auth", "can-i", "create", "services", "-n", "default", "--as", user,
+                       check=False).stdout.strip() == "yes"
+    kubectl("delete", "rolebinding", user, f"{user}-edit", "--namespace=default")

@@ -180,6 +180,15 @@ def controller_roles() -> list[Object]:
             rule(["get", "list", "watch", "patch", "update", "delete"], ["*"], ["*"]),
             EVENTS_RULE,
         ],
+        "endpointslice-controller": [
+            rule(READ, [""], ["services", "pods", "nodes"]),
+            # it owns the slices it writes with blockOwnerDeletion: an update of the
+            # Service's finalizers, as the OwnerReferencesPermissionEnforcement check asks
+            rule(["update"], [""], ["services/finalizers"]),
+            rule(["get", "list", "create", "update", "delete"], ["discovery.k8s.io"],
+                 ["endpointslices"]),
+            EVENTS_RULE,
+        ],
         "deployment-controller": [
             rule(["get", "list", "watch", "update"], apps, ["deployments"]),
             rule(["update"], apps, ["deployments/status"]),
@@ -248,6 +257,12 @@ def cluster_roles() -> list[Object]:
             EVENTS_RULE,
             rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
         ]),
+        # kube's role is list/watch of endpoints and services; the cluster DNS here reads
+        # EndpointSlices (kubelite's addition, as CoreDNS's own system:coredns role has)
+        cluster_role("system:kube-dns", [
+            rule(["list", "watch"], [""], ["endpoints", "services"]),
+            rule(["list", "watch"], ["discovery.k8s.io"], ["endpointslices"]),
+        ]),
         cluster_role("system:kube-scheduler", [
             EVENTS_RULE,
             rule(["create"], ["coordination.k8s.io"], ["leases"]),
@@ -293,6 +308,17 @@ def cluster_roles() -> list[Object]:
     ]
 
 
+def kube_dns_binding() -> Object:
+    """kube binds system:kube-dns to the kube-system/kube-dns ServiceAccount; kubelite's
+    cluster DNS signs in with a certificate whose CN is system:kube-dns (common/pki.py), so
+    the binding names that user too."""
+    found = cluster_role_binding("system:kube-dns", "system:kube-dns",
+                                 [("User", "system:kube-dns")])
+    found["subjects"].insert(0, {"kind": "ServiceAccount", "name": "kube-dns",
+                                 "namespace": "kube-system"})
+    return found
+
+
 def cluster_role_bindings() -> list[Object]:
     binding = cluster_role_binding
     return [
@@ -308,6 +334,7 @@ def cluster_role_bindings() -> list[Object]:
         binding("system:node-proxier", "system:node-proxier", [("User", "system:kube-proxy")]),
         binding("system:kube-scheduler", "system:kube-scheduler",
                 [("User", "system:kube-scheduler")]),
+        kube_dns_binding(),
         binding("system:kube-controller-manager", "system:kube-controller-manager",
                 [("User", "system:kube-controller-manager")]),
         # kubeadm's (1.37+, which no longer puts this certificate in a superuser group), not
