@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import logging
 import os
 import re
@@ -40,6 +41,12 @@ from typing import Any
 
 import uvicorn
 
+from apiserver.allocator import (
+    DEFAULT_SERVICE_CLUSTER_IP_RANGE,
+    DEFAULT_SERVICE_NODE_PORT_RANGE,
+    IPRange,
+    PortRange,
+)
 from apiserver.app import create_app
 from apiserver.auth.authn import UNSECURED, Authenticator, load_ca_bundle, parse_token_file
 from apiserver.auth.filters import Secured, Unsecured
@@ -50,6 +57,7 @@ from apiserver.auth.serviceaccount import (
     load_public_keys,
     load_signing_key,
 )
+from apiserver.controlplane import ServiceOptions
 from apiserver.storage import EtcdTLS, uses_tls
 from apiserver.tls import server_context
 from common.flags import boolean
@@ -129,12 +137,50 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-compaction-interval", type=parse_duration, default=300,
                    help="how often etcd's history is compacted, keeping one interval "
                         "of it (e.g. 5m; 0 disables)")
+    p.add_argument("--service-cluster-ip-range", type=cluster_ip_range,
+                   default=DEFAULT_SERVICE_CLUSTER_IP_RANGE,
+                   help=f"the CIDR Services' ClusterIPs are allocated from (default "
+                        f"{DEFAULT_SERVICE_CLUSTER_IP_RANGE}); its first address is the "
+                        f"kubernetes Service's")
+    p.add_argument("--service-node-port-range", type=node_port_range,
+                   default=DEFAULT_SERVICE_NODE_PORT_RANGE,
+                   help=f"the ports NodePort Services are given, 'a-b' or 'base+size' "
+                        f"(default {DEFAULT_SERVICE_NODE_PORT_RANGE})")
+    p.add_argument("--advertise-address", type=ip_address, default="127.0.0.1",
+                   help="the address the kubernetes Service's EndpointSlice gives for this "
+                        "apiserver (default 127.0.0.1)")
+    p.add_argument("--service-repair-interval", type=parse_duration, default=180,
+                   help="how often the ClusterIP and NodePort allocations are checked "
+                        "against the Services, a leak freed after 3 passes (default 3m, "
+                        "kube's)")
     p.add_argument("--workers", type=positive_int, default=1,
                    help="serving processes on the one port (default 1)")
     p.add_argument("--log-level", default="info")
     # set by the supervisor for the workers it starts
     p.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     return p
+
+
+def cluster_ip_range(text: str) -> str:
+    try:
+        return IPRange.parse(text).text
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def node_port_range(text: str) -> str:
+    try:
+        return PortRange.parse(text).text
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port range {text!r}: 'a-b' or "
+                                         f"'base+size'") from None
+
+
+def ip_address(text: str) -> str:
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an IP address: {text!r}") from None
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -336,7 +382,13 @@ def serve(args: argparse.Namespace) -> None:
                        compaction_interval=args.etcd_compaction_interval,
                        controllers=worker in (None, 0),
                        authorization_modes=args.authorization_mode,
-                       service_accounts=service_account_tokens(args))
+                       service_accounts=service_account_tokens(args),
+                       services=ServiceOptions(
+                           cluster_ip_range=args.service_cluster_ip_range,
+                           node_port_range=args.service_node_port_range,
+                           advertise_address=args.advertise_address,
+                           secure_port=args.secure_port,
+                           repair_interval=args.service_repair_interval))
     front.server.kubelet_tls = kubelet_client_context(args)
     plain = open_socket(args, args.port) if args.port else None
     secure = open_socket(args, args.secure_port) if args.secure_port else None

@@ -47,6 +47,7 @@ from apiserver.auth.modes import build_authorizer
 from apiserver.auth.serviceaccount import InvalidToken, ServiceAccountTokens
 from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
 from apiserver.compactor import Compactor
+from apiserver.controlplane import ServiceControlPlane, ServiceOptions
 from apiserver.decode import (
     check_type_meta,
     decode_object,
@@ -782,7 +783,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                controllers: bool = True,
                authorization_modes: Sequence[str] = ("AlwaysAllow",),
                service_accounts: ServiceAccountTokens | None = None,
-               etcd_tls: EtcdTLS | None = None) -> ResourceFront:
+               etcd_tls: EtcdTLS | None = None,
+               services: ServiceOptions | None = None) -> ResourceFront:
     """The apiserver's ASGI app. `etcd_tls`: the CA and client certificate for `https://`
     etcd servers (--etcd-cafile, --etcd-certfile, --etcd-keyfile). `controllers`: whether this process also runs the
     in-process controllers (the built-in namespaces, each namespace's default ServiceAccount);
@@ -790,7 +792,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     process compacts: like kube's apiservers, they agree on etcd who does it each interval.
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
     (`front.authorizer`). `service_accounts`: the ServiceAccount token keys and issuer
-    (TokenRequest; the secure port authenticates with `front.service_account_user`)."""
+    (TokenRequest; the secure port authenticates with `front.service_account_user`).
+    `services`: the Service ranges and the kubernetes Service (apiserver/controlplane.py)."""
     storage = Storage(etcd_servers, etcd_tls)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
@@ -798,6 +801,11 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     registry.write_checks = write_checks(registry, authorizer)
     server = ApiServer(registry, service_accounts)
     service_accounts_controller = ServiceAccountsController(registry)
+    services = services or ServiceOptions()
+    registry.allocations = services.ranges(registry)
+    service_control_plane = ServiceControlPlane(
+        registry, registry.allocations, secure_port=services.secure_port,
+        advertise_address=services.advertise_address, repair_interval=services.repair_interval)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -809,12 +817,14 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             default_namespaces = asyncio.create_task(ensure_default_namespaces(registry),
                                                      name="default namespaces")
             service_accounts_controller.start()
+            await service_control_plane.start()
         compactor.start()
         log.info("apiserver using etcd at %s over %s (prefix %s)", storage.target,
                  "TLS" if uses_tls(etcd_servers) else "plaintext", etcd_prefix)
         yield
         await compactor.stop()
         await service_accounts_controller.stop()
+        await service_control_plane.stop()
         if controllers:
             default_namespaces.cancel()
             await asyncio.gather(default_namespaces, return_exceptions=True)

@@ -155,6 +155,10 @@ class Registry:
         # create_app. A write passed no `user` is the apiserver's own and skips the checks.
         self.authorizer: Authorizer = AlwaysAllow()
         self.write_checks: list[WriteCheck] = []
+        # What objects allocate from outside their own keys (the Services' ClusterIP and
+        # NodePort ranges, apiserver/allocator.ServiceRanges), set by create_app; passed to
+        # the strategies' reserve/release hooks.
+        self.allocations: Any = None
 
     async def admit_write(self, user: UserInfo | None, operation: str, resource: Resource,
                           namespace: str | None, name: str, obj: dict[str, Any] | None,
@@ -258,15 +262,46 @@ class Registry:
                          name, namespace)
         if dry_run:
             await self._check_creatable(resource, namespace, name, requires)
+            await self._reserve(resource, obj, None, dry_run=True)
             return obj, unknown
+        reservation = await self._reserve(resource, obj, None, dry_run=False)
         try:
             revision = await self.storage.create(self.key(resource, namespace, name), obj,
                                                  lease=lease, requires=requires)
         except KeyExists:
+            await self._revert(reservation)
             raise already_exists(resource, name) from None
         except RequiredKeyMissing:
+            await self._revert(reservation)
             raise errors.not_found("namespaces", namespace or "") from None
+        except BaseException:
+            await self._revert(reservation)
+            raise
+        await self._commit(reservation)
         return objects.with_resource_version(obj, revision), unknown
+
+    async def _reserve(self, resource: Resource, obj: dict[str, Any], old: dict[str, Any] | None,
+                       *, dry_run: bool) -> Any:
+        """What `obj` holds outside its key, reserved before it is written (the strategy's
+        `reserve` fills it in: a Service's ClusterIP and NodePorts); None for most kinds."""
+        if resource.reserve is None:
+            return None
+        return await resource.reserve(obj, old, self.allocations, dry_run)
+
+    @staticmethod
+    async def _revert(reservation: Any) -> None:
+        if reservation is not None:
+            await asyncio.shield(reservation.revert())
+
+    @staticmethod
+    async def _commit(reservation: Any) -> None:
+        if reservation is not None:
+            await reservation.commit()
+
+    async def _released(self, resource: Resource, obj: dict[str, Any]) -> None:
+        """Give back what a removed object held (its key is gone from etcd)."""
+        if resource.release is not None:
+            await resource.release(obj, self.allocations)
 
     async def _namespace_terminating(self, namespace: str) -> bool:
         """The NamespaceLifecycle check, on the watch cache as kube's on its informer; etcd
@@ -360,29 +395,43 @@ class Registry:
                     resource, subresource, new, kv.value))
             await self.admit_write(user, "UPDATE", resource, namespace, name, new, kv.value,
                                    subresource)
+            reserves = validate and subresource is None
             if dry_run:
+                if reserves:
+                    await self._reserve(resource, new, kv.value, dry_run=True)
                 return objects.with_resource_version(new, kv.mod_revision)
             lease = await self.event_leases.lease() if resource.expires else 0
-            try:
-                if (namespace_rules.should_delete_during_update(new, kv.value)
+            removing = (namespace_rules.should_delete_during_update(new, kv.value)
                         if resource.terminates_namespace
-                        else deletion.should_delete_during_update(new, kv.value)):
+                        else deletion.should_delete_during_update(new, kv.value))
+            reservation = None
+            if reserves and not removing:
+                reservation = await self._reserve(resource, new, kv.value, dry_run=False)
+            try:
+                if removing:
                     _, revision = await self.storage.delete(key,
                                                             expected_revision=kv.mod_revision)
                     if resource.terminates_namespace:
                         self.terminating_namespaces.discard(name)
                     log.info("deleted %s %s/%s: its last finalizer was removed",
                              resource.plural, namespace or "", name)
+                    await self._released(resource, kv.value)
                     return objects.with_resource_version(new, revision)
                 revision = await self.storage.update(key, new, expected_revision=kv.mod_revision,
                                                      lease=lease)
+                await self._commit(reservation)
                 return objects.with_resource_version(new, revision)
             except KeyNotFound:
+                await self._revert(reservation)
                 raise not_found(resource, name) from None
             except RevisionMismatch as e:
+                await self._revert(reservation)
                 if precondition is not None or e.current is None:
                     raise conflict(resource, name) from None
                 kv = e.current
+            except BaseException:
+                await self._revert(reservation)
+                raise
         raise conflict(resource, name)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str, *,
@@ -424,6 +473,7 @@ class Registry:
                     self._marked_for_deletion(resource, name)
                     return objects.with_resource_version(marked, revision), False
                 last, revision = await self.storage.delete(key, expected_revision=kv.mod_revision)
+                await self._released(resource, last.value)
                 return objects.with_resource_version(last.value, revision), True
             except KeyNotFound:
                 raise not_found(resource, name) from None

@@ -124,6 +124,16 @@ class Resource:
     # Written with an etcd lease of the registry's event TTL (kube's TTLFunc for events).
     expires: bool = False
 
+    # --- what an object holds outside its own key (a Service's ClusterIP and NodePorts in
+    # the cluster's allocation ranges, apiserver/allocator.py)
+    # (object to write, changed in place to say what it got; the stored object, None on
+    # create; the registry's `allocations`; dry run) -> a reservation whose `commit()` runs
+    # once the write is in (giving back what the old object held and the new one does not)
+    # and `revert()` when it failed. Raises an ApiError to refuse (422: already allocated).
+    reserve: Callable[[Object, Object | None, Any, bool], Awaitable[Any]] | None = None
+    # (an object just removed, the registry's `allocations`): give back all it held.
+    release: Callable[[Object, Any], Awaitable[None]] | None = None
+
     # --- delete
     # (stored object, requested grace period) -> the object a DELETE leaves behind instead of
     # removing it (graceful deletion, finalizers, a Terminating namespace), or None to remove

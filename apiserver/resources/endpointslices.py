@@ -23,7 +23,6 @@ from apiserver.validation import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_qualified_name,
-    is_valid_port_num,
     name_is_dns_subdomain,
     not_supported,
     required,
@@ -164,9 +163,6 @@ def validate_ports(ports: list[Mapping[str, Any]]) -> list[Cause]:
             errs.append(required(f"{path}.protocol"))
         elif protocol not in PROTOCOLS:
             errs.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
-        if port.get("port") is not None:
-            errs += [invalid(f"{path}.port", port["port"], m)
-                     for m in is_valid_port_num(port["port"])]
         if port.get("appProtocol") is not None:
             errs += [invalid(f"{path}.appProtocol", port["appProtocol"], m)
                      for m in is_qualified_name(port["appProtocol"])]

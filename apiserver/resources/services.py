@@ -17,6 +17,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from apiserver.allocator import (
+    AllocationError,
+    Full,
+    RangeAllocator,
+    Reservation,
+    ServiceRanges,
+)
 from apiserver.resources.base import Resource
 from apiserver.selectors import SelectableFields, field_text, object_meta_fields
 from apiserver.tables import CREATION_TIMESTAMP_DOC, NAME_DOC, NONE, column, format_age
@@ -39,6 +46,7 @@ from apiserver.validation import (
     validate_labels,
     validate_object_meta,
 )
+from common import errors
 from common.models import Service
 
 Object = dict[str, Any]
@@ -665,6 +673,145 @@ def service_warnings(service: Object) -> list[str]:
     return warnings
 
 
+# --- what a Service holds: its ClusterIP and NodePorts ----------------------------------------
+
+def refused_allocation(service: Mapping[str, Any], path: str, value: Any,
+                       detail: str) -> errors.Invalid:
+    name = str((service.get("metadata") or {}).get("name") or "")
+    return errors.invalid("Service", name, [invalid(path, value, detail)])
+
+
+def range_full(what: str, e: AllocationError) -> errors.InternalError:
+    return errors.InternalError(f"Internal error occurred: failed to allocate a {what}: {e}",
+                                details={"causes": [{"message": f"failed to allocate a "
+                                                                f"{what}: {e}"}]})
+
+
+async def reserve_service(service: Object, old: Object | None, ranges: ServiceRanges | None,
+                          dry_run: bool) -> Reservation:
+    """kube's allocateCreate/allocateUpdate: the requested ClusterIP and NodePorts are taken
+    (or refused with ipallocator's and portallocator's words), the missing ones assigned,
+    and what the old Service held and this one does not is given back once it is written.
+    A dry run checks against the bitmaps and writes nothing."""
+    reservation = Reservation(ranges)
+    if ranges is None:
+        return reservation
+    old_ip = allocated_cluster_ip(old) if old is not None else None
+    old_ports = set(allocated_node_ports(old)) if old is not None else set()
+    try:
+        await reserve_cluster_ip(service, old_ip, ranges, reservation, dry_run)
+        await reserve_node_ports(service, old_ports, ranges, reservation, dry_run)
+    except BaseException:
+        if not dry_run:
+            await reservation.revert()
+        raise
+    new_ip = allocated_cluster_ip(service)
+    if old_ip is not None and old_ip != new_ip:
+        reservation.freed_ips.append(old_ip)
+    reservation.freed_ports = sorted(old_ports - set(allocated_node_ports(service)))
+    if dry_run:
+        reservation.ips, reservation.ports = [], []
+        reservation.freed_ips, reservation.freed_ports = [], []
+    return reservation
+
+
+async def reserve_cluster_ip(service: Object, old_ip: str | None, ranges: ServiceRanges,
+                             reservation: Reservation, dry_run: bool) -> None:
+    spec = spec_of(service)
+    if not needs_cluster_ip(service) or is_headless(service):
+        return
+    requested = allocated_cluster_ip(service)
+    if requested is not None:
+        if requested == old_ip:
+            return
+        try:
+            if dry_run:
+                await check_free(ranges.ips.store, ranges.ips.range.offset(requested),
+                                 ranges.ips.range.not_in_range(requested),
+                                 ranges.ips.range.allocated())
+            else:
+                await ranges.ips.allocate(requested)
+        except AllocationError as e:
+            raise refused_allocation(service, "spec.clusterIPs", cluster_ips(service),
+                                     f"failed to allocate IP {requested}: {e}") from None
+        reservation.ips.append(requested)
+        return
+    try:
+        if dry_run:
+            offset = (await ranges.ips.store.snapshot()).next_free(
+                ranges.ips.store.reserved, ranges.ips.store.rand)
+            if offset is None:
+                raise Full()
+            ip = ranges.ips.range.ip(offset)
+        else:
+            ip = await ranges.ips.allocate_next()
+    except AllocationError as e:
+        raise range_full("serviceIP", e) from None
+    reservation.ips.append(ip)
+    spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+
+
+async def check_free(store: RangeAllocator, offset: int | None, outside: AllocationError,
+                     taken: AllocationError) -> None:
+    """A dry run's check of a requested value: in the range and free, nothing written."""
+    if offset is None:
+        raise outside
+    if (await store.snapshot()).has(offset):
+        raise taken
+
+
+async def reserve_node_ports(service: Object, old_ports: set[int], ranges: ServiceRanges,
+                             reservation: Reservation, dry_run: bool) -> None:
+    spec = spec_of(service)
+    allocator = ranges.ports
+    requested: dict[int, str] = {}  # port -> the field that asks for it first
+    for i, port in enumerate(spec.get("ports") or []):
+        if port.get("nodePort"):
+            requested.setdefault(int(port["nodePort"]), f"spec.ports[{i}].nodePort")
+    if spec.get("healthCheckNodePort"):
+        requested.setdefault(int(spec["healthCheckNodePort"]), "spec.healthCheckNodePort")
+    for number, path in requested.items():
+        if number in old_ports:
+            continue
+        try:
+            if dry_run:
+                await check_free(allocator.store, allocator.range.offset(number),
+                                 allocator.range.not_in_range(number),
+                                 allocator.range.allocated())
+            else:
+                await allocator.allocate(number)
+        except AllocationError as e:
+            raise refused_allocation(service, path, number, str(e)) from None
+        reservation.ports.append(number)
+    missing = [port for port in spec.get("ports") or []
+               if needs_node_ports(service) and not port.get("nodePort")]
+    wants_health = needs_health_check(service) and not spec.get("healthCheckNodePort")
+    for target in [*missing, *([spec] if wants_health else [])]:
+        try:
+            if dry_run:
+                offset = (await allocator.store.snapshot()).next_free(
+                    allocator.store.reserved, allocator.store.rand)
+                if offset is None:
+                    raise Full()
+                number = allocator.range.port(offset)
+            else:
+                number = await allocator.allocate_next()
+        except AllocationError as e:
+            raise range_full("nodePort", e) from None
+        reservation.ports.append(number)
+        target["healthCheckNodePort" if target is spec else "nodePort"] = number
+
+
+async def release_service(service: Object, ranges: ServiceRanges | None) -> None:
+    """A deleted Service's ClusterIP and NodePorts go back to their ranges."""
+    if ranges is None:
+        return
+    ip = allocated_cluster_ip(service)
+    if ip is not None:
+        await ranges.ips.release([ip])
+    await ranges.ports.release(allocated_node_ports(service))
+
+
 # --- reads --------------------------------------------------------------------------------------
 
 def service_fields(service: Mapping[str, Any]) -> dict[str, str]:
@@ -806,6 +953,7 @@ SERVICES = Resource(
     },
     default=default_service, validate=validate_create, validate_update=validate_update,
     validate_status_update=validate_status_update, warnings=service_warnings,
-    tracks_generation=False, fields=FIELDS, columns=COLUMNS, cells=service_cells,
+    tracks_generation=False, returns_deleted_object=True, reserve=reserve_service, release=release_service,
+    fields=FIELDS, columns=COLUMNS, cells=service_cells,
     merge_keys={"spec.ports": "port", "status.conditions": "type"},
 )
