@@ -65,6 +65,11 @@ Fields = Mapping[str, str]
 Describe = Callable[[dict[str, Any]], tuple[Labels, Fields]]
 
 
+# The selectable fields the cache keeps an index of, as kube's watch cache indexes pods by
+# spec.nodeName: the Node authorizer asks for one node's pods on every kubelet read.
+INDEXED_FIELDS = ("spec.nodeName",)
+
+
 @dataclass(frozen=True, slots=True)
 class CachedObject:
     """One object as stored at `revision` (its resourceVersion).
@@ -240,6 +245,8 @@ class ResourceCache:
         self.marker_key = marker_key(prefix)
         self.store: dict[str, CachedObject] = {}
         self.keys: list[str] = []  # the store's keys, sorted
+        # field -> value -> the keys of the objects with that value (INDEXED_FIELDS)
+        self.indexes: dict[str, dict[str, set[str]]] = {f: {} for f in INDEXED_FIELDS}
         self.window: deque[CacheEvent] = deque(maxlen=window)
         # Every event with a revision above the floor is in the window.
         self.floor = 0
@@ -298,6 +305,14 @@ class ResourceCache:
 
     def get(self, key: str) -> CachedObject | None:
         return self.store.get(key)
+
+    def with_field(self, field_name: str, value: str) -> Iterator[CachedObject]:
+        """The objects whose selectable `field_name` (one of INDEXED_FIELDS) is `value`."""
+        store = self.store
+        for key in list(self.indexes[field_name].get(value, ())):
+            item = store.get(key)
+            if item is not None:
+                yield item
 
     def scan(self, prefix: str, start: str | None = None) -> Iterator[CachedObject]:
         """The objects under `prefix` from key `start` on, in key order."""
@@ -371,8 +386,26 @@ class ResourceCache:
 
     # -- following etcd ----------------------------------------------------------------
 
+    def _index(self, previous: CachedObject | None, current: CachedObject | None) -> None:
+        for field_name, index in self.indexes.items():
+            old = previous.fields.get(field_name) if previous is not None else None
+            new = current.fields.get(field_name) if current is not None else None
+            if old == new:
+                continue
+            if old is not None and previous is not None:
+                keys = index.get(old)
+                if keys is not None:
+                    keys.discard(previous.key)
+                    if not keys:
+                        del index[old]
+            if new is not None and current is not None:
+                index.setdefault(new, set()).add(current.key)
+
     def _reset(self, kvs: list[KV], revision: int) -> None:
         self.store = {kv.key: cached_object(kv, self.describe) for kv in kvs}
+        self.indexes = {f: {} for f in INDEXED_FIELDS}
+        for item in self.store.values():
+            self._index(None, item)
         self.keys = sorted(self.store)
         self.window.clear()
         self.floor = self.revision = revision
@@ -383,6 +416,7 @@ class ResourceCache:
         if event.type == "DELETE" and previous is None:
             return  # deleted before we listed it: nothing a watcher could have seen
         change = cache_event(event, previous, self.describe)
+        self._index(previous, change.current)
         if change.current is not None:
             self.store[event.key] = change.current
             if previous is None:

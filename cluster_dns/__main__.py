@@ -12,6 +12,7 @@ import logging
 import socket
 import struct
 
+from cluster_dns.dnsmasq import DnsmasqFailed
 from cluster_dns.main import DEFAULT_BIND_ADDRESS, DEFAULT_CLUSTER_IP, DEFAULT_PORT, Options, serve
 from common import component
 
@@ -129,7 +130,11 @@ def main(argv: list[str] | None = None) -> None:
                       state_dir=args.state_dir, dnsmasq=args.dnsmasq,
                       dnsmasq_user=args.dnsmasq_user, ttl=args.ttl,
                       bind_address=args.bind_address, port=args.port)
-    asyncio.run(serve(options))
+    try:
+        asyncio.run(serve(options))
+    except DnsmasqFailed as e:
+        log.error("%s", e)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

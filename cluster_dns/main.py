@@ -6,7 +6,9 @@ This is how kube-dns was built (a watcher feeding dnsmasq): a changed Service is
 dirty, and after a short debounce its hosts file is rewritten atomically (a dotfile renamed
 into place: dnsmasq ignores dotfiles and re-reads the renamed file through inotify); when
 the SRV/CNAME text changed too, dnsmasq is restarted, since it reads its options only at
-start. dnsmasq starts once both informers have listed, so it never answers NXDOMAIN for a
+start (at most twice a second: a burst of changes costs two restarts, and the addresses
+are served meanwhile). A restart drops the queries that reach it in its few tens of
+milliseconds: the clients' resolvers ask again. dnsmasq starts once both informers have listed, so it never answers NXDOMAIN for a
 Service that exists.
 """
 
@@ -34,6 +36,7 @@ from common.leaderelection import LeaderElectionConfig, LeaderElector
 log = logging.getLogger("cluster_dns")
 
 DEBOUNCE_SECONDS = 0.05
+MIN_RESTART_INTERVAL_SECONDS = 0.5
 DEFAULT_CLUSTER_IP = "10.96.0.10"
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 10055  # kube-dns's metrics/health port
@@ -110,6 +113,8 @@ class ClusterDns:
         self._records: dict[str, records.ServiceRecords] = {}
         self._written: dict[str, str] = {}  # hosts file name -> its text
         self._config_text = ""
+        self._restart_pending = False
+        self._last_restart = 0.0
         self._kube_dns_dirty = True
         self.dnsmasq: Dnsmasq | None = None
         self.hosts_dir = ""
@@ -196,14 +201,30 @@ class ClusterDns:
             await asyncio.to_thread(write_atomically, os.path.dirname(self.conf_file),
                                     CONF_FILE, config_text)
             self._config_text = config_text
-        if config_changed and not start and self.dnsmasq is not None:
-            await self.dnsmasq.restart()
+        if config_changed and not start:
+            self._restart_pending = True
+        restarted = await self._restart_when_due()
         self.syncs += 1
         self.last_sync_seconds = time.monotonic() - started
-        if not start:
+        if not start and (dirty or restarted):
             log.info("synced %d service(s) in %.1f ms%s", len(dirty),
                      self.last_sync_seconds * 1000,
-                     ", dnsmasq restarted for SRV/CNAME changes" if config_changed else "")
+                     ", dnsmasq restarted for SRV/CNAME changes" if restarted else "")
+
+    async def _restart_when_due(self) -> bool:
+        """Restart dnsmasq for a changed conf file, at most once per
+        MIN_RESTART_INTERVAL_SECONDS (a burst of Services restarts it twice, not once
+        each; their addresses are served meanwhile); whether it restarted now."""
+        if not self._restart_pending or self.dnsmasq is None:
+            return False
+        wait = self._last_restart + MIN_RESTART_INTERVAL_SECONDS - time.monotonic()
+        if wait > 0:
+            asyncio.get_running_loop().call_later(wait, self._wake.set)
+            return False
+        self._restart_pending = False
+        await self.dnsmasq.restart()
+        self._last_restart = time.monotonic()
+        return True
 
     async def _write_hosts(self, key: str) -> None:
         name = records.hosts_file_name(key)

@@ -19,6 +19,7 @@ from typing import Any
 from common import component
 from common.client import GROUP_VERSIONS, ApiClient
 from common.endpoint import metric_family
+from common.event_queue import QueuedRecorder
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
@@ -35,7 +36,6 @@ from controller_manager import (
     ttlafterfinished,
 )
 from controller_manager.controller import QueueController
-from controller_manager.events import ControllerRecorder
 from controller_manager.podcontrol import IN_FLIGHT
 from controller_manager.transport import PooledTransport
 
@@ -44,6 +44,7 @@ log = logging.getLogger("controller_manager")
 DEFAULT_PORT = 10257  # kube-controller-manager's (HTTPS there; plain HTTP here)
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 LEASE_NAME = "kube-controller-manager"
+EVENT_FLUSH_SECONDS = 2.0  # at shutdown, for the Events still queued
 # One pooled client, its connections kept alive (a new connection per request is what
 # would cost the most), for the watches and the other requests; and a lean pool for the
 # pods' writes (controller_manager.transport), as many as PodControl has in flight.
@@ -162,6 +163,7 @@ class ControllerManager:
         self.factory = SharedInformerFactory(client)
         self.enabled = enabled_controllers(options.controllers)
         self.queues: list[WorkQueue] = []
+        self.recorders: list[QueuedRecorder] = []
         self.started = False
 
     def build(self) -> dict[str, Runner]:
@@ -189,7 +191,9 @@ class ControllerManager:
         return runners
 
     def recorder(self, component: str) -> EventRecorder:
-        return ControllerRecorder(self.client, component=component)
+        recorder = QueuedRecorder(self.client, component=component)
+        self.recorders.append(recorder)
+        return recorder
 
     async def run(self, *, leading: asyncio.Event | None = None) -> None:
         if leading is not None:
@@ -204,6 +208,8 @@ class ControllerManager:
             await asyncio.gather(*(runner() for runner in runners.values()))
         finally:
             await self.factory.shutdown()
+            # what the controllers recorded last is written, as the broadcaster's Shutdown
+            await asyncio.gather(*(r.close(seconds=EVENT_FLUSH_SECONDS) for r in self.recorders))
             await self.writer.aclose()
 
     def describe(self) -> str:

@@ -198,7 +198,9 @@ def pod_dns(pod: Mapping[str, Any], settings: DnsSettings) -> PodDns:
 
 
 def docker_dns(config: DnsConfig) -> dict[str, list[str]]:
-    """The sandbox's HostConfig fields. Docker writes them into the container's
-    resolv.conf (an empty list keeps its default, the host's file)."""
-    return {"Dns": list(config.servers), "DnsSearch": list(config.searches),
+    """The sandbox's HostConfig fields, which Docker writes into its resolv.conf. Docker
+    fills an empty list from its own host's file, so no search path is Docker's "."
+    (no search line); empty options still come from the Docker host's file (where,
+    unlike the pod's, they are usually none)."""
+    return {"Dns": list(config.servers), "DnsSearch": list(config.searches) or ["."],
             "DnsOptions": list(config.options)}

@@ -23,7 +23,8 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Mapping
+from collections import ChainMap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -38,10 +39,11 @@ class EnvError(ValueError):
 @dataclass(frozen=True)
 class EnvSources:
     """The ConfigMaps and Secrets the pod references, by name (None: it does not exist),
-    as the configmap/secret manager has them now."""
+    as the configmap/secret manager has them now, and the pod's service-link variables."""
 
     configmaps: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     secrets: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    services: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,66 @@ def secret_values(secret: Mapping[str, Any]) -> dict[str, bytes]:
 
 def configmap_values(configmap: Mapping[str, Any]) -> dict[str, str]:
     return {str(k): str(v) for k, v in (configmap.get("data") or {}).items()}
+
+
+MASTER_SERVICES = frozenset({"kubernetes"})  # of `default`, linked into every pod
+
+
+def env_variable_name(name: str) -> str:
+    """makeEnvVariableName: a Service or port name as a variable name."""
+    return name.upper().replace("-", "_")
+
+
+def has_cluster_ip(service: Mapping[str, Any]) -> bool:
+    """IsServiceIPSet: headless (`None`) and ExternalName services have no links."""
+    cluster_ip = str((service.get("spec") or {}).get("clusterIP") or "")
+    return cluster_ip not in ("", "None")
+
+
+def link_variables(service: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """envvars.FromServices for one Service, in kube's order."""
+    spec = service.get("spec") or {}
+    cluster_ip = str(spec.get("clusterIP"))
+    ports = list(spec.get("ports") or [])
+    prefix = env_variable_name(str((service.get("metadata") or {}).get("name") or ""))
+    if not ports:
+        return [(f"{prefix}_SERVICE_HOST", cluster_ip)]
+    variables = [(f"{prefix}_SERVICE_HOST", cluster_ip),
+                 (f"{prefix}_SERVICE_PORT", str(ports[0].get("port")))]
+    variables += [(f"{prefix}_SERVICE_PORT_{env_variable_name(str(p['name']))}",
+                   str(p.get("port"))) for p in ports if p.get("name")]
+    host = f"[{cluster_ip}]" if ":" in cluster_ip else cluster_ip
+    for index, port in enumerate(ports):
+        protocol = str(port.get("protocol") or "TCP")
+        url = f"{protocol.lower()}://{host}:{port.get('port')}"
+        if index == 0:  # Docker special-cases the first port
+            variables.append((f"{prefix}_PORT", url))
+        port_prefix = f"{prefix}_PORT_{port.get('port')}_{protocol.upper()}"
+        variables += [(port_prefix, url), (f"{port_prefix}_PROTO", protocol.lower()),
+                      (f"{port_prefix}_PORT", str(port.get("port"))),
+                      (f"{port_prefix}_ADDR", cluster_ip)]
+    return variables
+
+
+def service_env(services: Iterable[Mapping[str, Any]], namespace: str, *,
+                enable_service_links: bool) -> dict[str, str]:
+    """getServiceEnvVarMap: the links of the namespace's Services (when enabled) and of
+    `default`'s master services, one Service per name (the namespace's own wins a clash),
+    in the order of the Services' names."""
+    chosen: dict[str, Mapping[str, Any]] = {}
+    for service in services:
+        if not has_cluster_ip(service):
+            continue
+        meta = service.get("metadata") or {}
+        name, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "")
+        if ns == "default" and name in MASTER_SERVICES:
+            chosen.setdefault(name, service)
+        elif ns == namespace and enable_service_links:
+            chosen[name] = service
+    variables: dict[str, str] = {}
+    for name in sorted(chosen):
+        variables.update(link_variables(chosen[name]))
+    return variables
 
 
 def is_env_var_name(name: str) -> bool:
@@ -240,13 +302,16 @@ def resource_field_value(pod: Mapping[str, Any], container: Mapping[str, Any],
 def container_env(pod: Mapping[str, Any], container: Mapping[str, Any],
                   context: PodContext) -> dict[str, str]:
     """makeEnvironmentVariables: the variables in order (a later one replaces an earlier
-    one of the same name, where it stood)."""
+    one of the same name, where it stood), then the service links the container does not
+    set itself."""
     variables, _ = env_from(container, context)
+    links = context.sources.services
+    visible = ChainMap(variables, dict(links))  # what $(VAR) sees: the container's own first
     for var in container.get("env") or []:
         name = str(var["name"])
         source = var.get("valueFrom")
         if not source:
-            variables[name] = expand(str(var.get("value") or ""), variables)
+            variables[name] = expand(str(var.get("value") or ""), visible)
         elif source.get("fieldRef"):
             variables[name] = field_ref_value(pod, str(source["fieldRef"].get("fieldPath")),
                                               context)
@@ -261,6 +326,8 @@ def container_env(pod: Mapping[str, Any], container: Mapping[str, Any],
             value = key_ref_value(kind, ref, context)
             if value is not None:
                 variables[name] = value
+    for name, value in links.items():
+        variables.setdefault(name, value)
     return variables
 
 

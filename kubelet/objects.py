@@ -11,6 +11,10 @@ a change to a watched object calls `on_change` with the pods that reference it (
 kubelet then refreshes their volumes). What the Node authorizer refuses never lists: the
 first `get` waits at most `sync_timeout` for it, then fails like kube's
 ("failed to sync configmap cache: timed out waiting for the condition").
+
+The Services are the `ServiceLister`'s: one list+watch of every Service, as kubelet.go's
+serviceLister, for the service-link variables (`kubelet.env.service_env`); a container
+created before it has listed waits at most `sync_timeout`, then fails with kube's message.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 from common.client import ApiClient
 from common.informer import Informer
 from common.pod_refs import pod_references
-from kubelet.env import CONFIGMAP, SECRET, EnvSources, not_found
+from kubelet.env import CONFIGMAP, SECRET, EnvSources, not_found, service_env
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +59,50 @@ def references(pod: Mapping[str, Any]) -> set[Key]:
             | {(SECRET, namespace, n) for n in refs.secrets})
 
 
+async def wait_listed(informer: Informer, timeout: float, message: str) -> None:
+    if informer.has_synced:
+        return
+    try:
+        async with asyncio.timeout(timeout):
+            await informer.wait_synced()
+    except TimeoutError:
+        raise ObjectError(message) from None
+
+
+class ServiceLister:
+    """Every Service, for the pods' service-link variables."""
+
+    def __init__(self, client: ApiClient, *, sync_timeout: float = SYNC_TIMEOUT_SECONDS) -> None:
+        self.informer = Informer(client, "services", name="kubelet services")
+        self.sync_timeout = sync_timeout
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self.informer.run(), name="service-informer")
+
+    async def env_for(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        await wait_listed(self.informer, self.sync_timeout,
+                          "services have not yet been read at least once, cannot construct "
+                          "envvars")
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        links = (pod.get("spec") or {}).get("enableServiceLinks") is not False
+        return service_env(self.informer.list(), namespace, enable_service_links=links)
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.task
+
+
 class ObjectManager:
-    """Watch-based ConfigMap and Secret managers of one kubelet."""
+    """Watch-based ConfigMap and Secret managers of one kubelet (and its Service lister)."""
 
     def __init__(self, client: ApiClient, *, on_change: Callable[[set[str]], Any] | None = None,
-                 sync_timeout: float = SYNC_TIMEOUT_SECONDS) -> None:
+                 sync_timeout: float = SYNC_TIMEOUT_SECONDS,
+                 services: ServiceLister | None = None) -> None:
         self.client = client
+        self.services = services
         self.on_change = on_change
         self.sync_timeout = sync_timeout
         self.watches: dict[Key, _Watch] = {}
@@ -117,13 +159,8 @@ class ObjectManager:
         watch = self.watches.get((kind, namespace, name))
         if watch is None:
             raise ObjectError(f"{kind} {namespace}/{name} not registered")
-        if not watch.informer.has_synced:
-            try:
-                async with asyncio.timeout(self.sync_timeout):
-                    await watch.informer.wait_synced()
-            except TimeoutError:
-                raise ObjectError(f"failed to sync {kind} cache: timed out waiting for the "
-                                  f"condition") from None
+        await wait_listed(watch.informer, self.sync_timeout,
+                          f"failed to sync {kind} cache: timed out waiting for the condition")
         return watch.informer.get(f"{namespace}/{name}")
 
     async def require(self, kind: str, namespace: str, name: str) -> Mapping[str, Any]:
@@ -134,7 +171,8 @@ class ObjectManager:
 
     async def env_sources(self, pod: Mapping[str, Any],
                           container: Mapping[str, Any]) -> EnvSources:
-        """The objects one container's env and envFrom reference (None where missing)."""
+        """The objects one container's env and envFrom reference (None where missing),
+        and the pod's service links."""
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
         only = {"spec": {"containers": [container]}}
         wanted = references(only)
@@ -143,9 +181,12 @@ class ObjectManager:
         for kind, _, name in wanted:
             found = await self.get(kind, namespace, name)
             (configmaps if kind == CONFIGMAP else secrets)[name] = found
-        return EnvSources(configmaps=configmaps, secrets=secrets)
+        services = await self.services.env_for(pod) if self.services is not None else {}
+        return EnvSources(configmaps=configmaps, secrets=secrets, services=services)
 
     async def stop(self) -> None:
+        if self.services is not None:
+            await self.services.stop()
         tasks = [w.task for w in self.watches.values()]
         self.watches.clear()
         self.pods.clear()

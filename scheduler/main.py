@@ -32,6 +32,7 @@ import httpx
 from common import component
 from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
+from common.event_queue import EventQueue
 from common.events import EventRecorder
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
@@ -39,7 +40,6 @@ from common.timeline import scheduling_instants
 from common.timestamps import rfc3339
 from scheduler import metrics
 from scheduler.cache import ClusterCache
-from scheduler.events import EventQueue
 from scheduler.framework import (
     Cluster,
     FilterPlugin,
@@ -122,7 +122,7 @@ class Scheduler:
         self.scorers = scorers if scorers is not None else SCORERS
         self.recorder = EventRecorder(client, component=options.scheduler_name)
         # Events never hold up a bind: queued, written one at a time (kube's broadcaster).
-        self.events = EventQueue(self.recorder)
+        self.events = EventQueue(self.recorder.event, self.recorder.source)
         self.cache = ClusterCache()
         self.queue = SchedulingQueue()
         self.rng = random.Random()

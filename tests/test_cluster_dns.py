@@ -4,7 +4,6 @@ answered within a generous timeout (the watcher's budget is about a second)."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,12 +15,6 @@ from tests.dns_support import ClusterDnsProcess, service_manifest
 from tests.support import ApiServer, Kubectl, eventually, unique
 
 DOMAIN = "cluster.local"
-
-
-def cluster_ip_for_test() -> str:
-    """A ClusterIP asked for explicitly (as kube allows), out of the way of the allocator's
-    usual picks; the allocator refuses a taken one, so a clash fails loudly."""
-    return f"10.100.{random.randrange(1, 255)}.{random.randrange(1, 255)}"
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +49,8 @@ async def test_a_cluster_ip_service_resolves_and_goes_away_when_deleted(
     started = time.monotonic()
     service = await create(http, f"/api/v1/namespaces/{namespace}/services", service_manifest(
         "web", ports=[{"name": "http", "port": 80, "protocol": "TCP"},
-                      {"name": "metrics", "port": 9100, "protocol": "TCP"}],
-        clusterIP=cluster_ip_for_test()))
-    cluster_ip = service["spec"]["clusterIP"]
+                      {"name": "metrics", "port": 9100, "protocol": "TCP"}]))
+    cluster_ip = service["spec"]["clusterIP"]  # allocated by the apiserver
     await cluster_dns.wait_answer(fqdn, ("NOERROR", [cluster_ip]))
     appeared = time.monotonic() - started
     # SRV per named port, pointing at the Service's name
@@ -91,6 +83,18 @@ async def test_unknown_names_are_nxdomain_and_outside_names_refused(
     # nothing outside the cluster domain is forwarded anywhere: REFUSED
     assert await cluster_dns.answer("example.com") == ("REFUSED", [])
     assert await cluster_dns.answer("kubernetes.io", "AAAA") == ("REFUSED", [])
+
+
+async def test_its_health_and_metrics_endpoint(cluster_dns: ClusterDnsProcess) -> None:
+    await cluster_dns.wait_ready()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{cluster_dns.health_port}") as web:
+        ready = await web.get("/readyz", params={"verbose": "1"})
+        assert ready.status_code == 200, ready.text
+        assert "[+]informer-sync ok" in ready.text and "[+]dnsmasq ok" in ready.text
+        assert (await web.get("/healthz")).text == "ok"
+        metrics = (await web.get("/metrics")).text
+        assert "# TYPE cluster_dns_services gauge" in metrics
+        assert "cluster_dns_dnsmasq_crashes_total 0" in metrics
 
 
 async def test_a_headless_service_resolves_to_its_ready_endpoints(
@@ -147,8 +151,9 @@ async def test_an_external_name_service_is_a_cname(
 
 async def test_it_keeps_the_kube_dns_service_and_its_endpoints_at_dnsmasq(
         apiserver: ApiServer, http: httpx.AsyncClient, tmp_path: Path) -> None:
+    # as make up runs it: its own identity, system:kube-dns
     process = ClusterDnsProcess(apiserver, tmp_path, name="cluster-dns-kube-dns",
-                                cluster_ip="10.96.0.10").start()
+                                cluster_ip="10.96.0.10", as_kube_dns=True).start()
     service_path = "/api/v1/namespaces/kube-system/services/kube-dns"
     slice_path = "/apis/discovery.k8s.io/v1/namespaces/kube-system/endpointslices/kube-dns-dnsmasq"
     try:

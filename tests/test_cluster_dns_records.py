@@ -3,9 +3,14 @@ and EndpointSlices -> records, after the kubernetes/dns specification."""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
+import pytest
+
 from cluster_dns import records
+from cluster_dns.__main__ import listen_address
+from cluster_dns.dnsmasq import DnsmasqConfig, dnsmasq_args
 from cluster_dns.records import Options, ServiceRecords, Srv
 
 OPTIONS = Options(domain="cluster.local")
@@ -165,3 +170,27 @@ def test_a_name_that_is_no_dns_name_never_reaches_dnsmasqs_config():
     hosts = records.service_records(headless, slices, OPTIONS).hosts
     assert [n for _, n in hosts] == ["ok.db.team.svc.cluster.local",
                                      "db.team.svc.cluster.local", "db.team.svc.cluster.local"]
+
+
+def test_listen_flag():
+    assert listen_address("172.17.0.1:53") == ("172.17.0.1", 53)
+    assert listen_address("172.17.0.1") == ("172.17.0.1", 53)
+    assert listen_address("[fd00::1]:5353") == ("fd00::1", 5353)
+    assert listen_address("fd00::1") == ("fd00::1", 53)
+    assert listen_address(":10053") == ("", 10053)  # the bridge gateway, another port
+    with pytest.raises(argparse.ArgumentTypeError, match="not an IP address"):
+        listen_address("dns.example:53")
+    with pytest.raises(argparse.ArgumentTypeError, match="out of range"):
+        listen_address("172.17.0.1:70000")
+
+
+def test_dnsmasq_is_bound_to_its_address_with_no_upstream_and_the_zone_local():
+    args = dnsmasq_args(DnsmasqConfig(listen_address="172.17.0.1", port=53,
+                                      domain="cluster.local", hosts_dir="/s/hosts",
+                                      conf_file="/s/records.conf"))
+    assert args[0] == "/usr/sbin/dnsmasq"
+    for flag in ("--keep-in-foreground", "--no-resolv", "--no-hosts", "--bind-interfaces",
+                 "--listen-address=172.17.0.1", "--port=53", "--local=/cluster.local/",
+                 "--hostsdir=/s/hosts", "--conf-file=/s/records.conf"):
+        assert flag in args
+    assert not any(a.startswith(("--server", "--resolv-file")) for a in args)

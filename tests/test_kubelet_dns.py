@@ -177,6 +177,8 @@ def test_the_sandbox_gets_the_config_as_dockers_dns_fields():
                                node_ip="127.0.0.1", dns=config)
     assert body["HostConfig"]["Dns"] == ["10.96.0.10"]
     assert body["HostConfig"]["DnsOptions"] == ["ndots:5"]
+    # no search path at all: Docker's "." (else it would copy its own host's)
+    assert docker_dns(DnsConfig(servers=("192.0.2.53",)))["DnsSearch"] == ["."]
     plain = sandbox_create_body(pod(), node_name="n1", image="pause", attempt=0,
                                 node_ip="127.0.0.1")
     assert "Dns" not in plain["HostConfig"]

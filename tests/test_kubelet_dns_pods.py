@@ -99,6 +99,15 @@ async def test_dns_policy_none_is_exactly_the_pods_dns_config(
     assert sorted(resolver_lines("\n".join(logs["app"]))) == [
         "nameserver 192.0.2.53", "options ndots:2 edns0", "search my.example"]
     await delete_pod(http, name)
+    # a nameserver alone: no search line (Docker would otherwise copy its host's)
+    bare = unique("dnsnone")
+    manifest = pod_manifest(bare, kubelet.node_name, [shell("app", "cat /etc/resolv.conf")],
+                            restart_policy="Never", grace=1)
+    manifest["spec"]["dnsPolicy"] = "None"
+    manifest["spec"]["dnsConfig"] = {"nameservers": ["192.0.2.53"]}
+    logs = await logs_of_finished_pod(http, Kubectl(apiserver, tmp_path / "kubectl"), manifest)
+    assert resolver_lines("\n".join(logs["app"])) == ["nameserver 192.0.2.53"]
+    await delete_pod(http, bare)
 
 
 async def test_without_cluster_dns_cluster_first_falls_back_to_default_with_an_event(

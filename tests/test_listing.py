@@ -15,7 +15,7 @@ import pytest
 
 from apiserver import listing
 from apiserver.cacher import ResourceCache
-from apiserver.storage import KV
+from apiserver.storage import KV, WatchEvent
 from common import errors
 from tests.support import ApiServer, Etcd, unique
 
@@ -135,6 +135,28 @@ def test_cache_pages_cost_the_page_and_count_what_remains() -> None:
     assert [i.key for i in rest.items] == [f"/r/pods/a/p{i}" for i in range(2, 5)]
     assert not rest.more and rest.remaining == 0
     assert cache.page("/r/pods/", start=None, limit=0, selected=None).items[5].key == "/r/pods/b/p0"
+
+
+def test_the_cache_indexes_pods_by_node_through_every_change() -> None:
+    def node_field(obj: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        return {}, {"spec.nodeName": obj["spec"].get("nodeName", "")}
+
+    def pod(name: str, node: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {}}
+
+    def on(node: str) -> set[str]:
+        return {item.key for item in cache.with_field("spec.nodeName", node)}
+
+    cache = ResourceCache(None, "/r/pods/", node_field)  # type: ignore[arg-type]
+    cache._reset([KV("/r/pods/a/p1", pod("p1", "n1"), 5, 5),
+                  KV("/r/pods/a/p2", pod("p2", ""), 6, 6)], 6)
+    assert on("n1") == {"/r/pods/a/p1"} and on("") == {"/r/pods/a/p2"}
+    cache._apply(WatchEvent("PUT", "/r/pods/a/p2", pod("p2", "n1"), pod("p2", ""), 7, False))
+    cache._apply(WatchEvent("PUT", "/r/pods/b/p3", pod("p3", "n2"), None, 8, True))
+    assert on("n1") == {"/r/pods/a/p1", "/r/pods/a/p2"} and on("") == set()
+    cache._apply(WatchEvent("DELETE", "/r/pods/a/p1", None, pod("p1", "n1"), 9, False))
+    assert on("n1") == {"/r/pods/a/p2"} and on("n2") == {"/r/pods/b/p3"}
+    assert cache.indexes["spec.nodeName"].keys() == {"n1", "n2"}  # no empty sets left
 
 
 # -- on a real etcd ------------------------------------------------------------------------

@@ -1,11 +1,10 @@
 """The scheduler's fast paths: its lean HTTP pool (scheduler.http) against a real
-socket server with canned answers, and its event queue (scheduler.events)."""
+socket server with canned answers."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -14,7 +13,6 @@ import httpx
 import pytest
 
 from common.errors import NotFound
-from scheduler.events import EventQueue, SpamFilter
 from scheduler.http import FastApiClient, parse_head, read_answer
 
 
@@ -124,46 +122,3 @@ async def test_a_connection_dropped_mid_request_is_a_transport_error() -> None:
             await client.bind("default", "web-1", "node-a")
 
 
-def test_spam_filter_allows_a_burst_per_object_then_one_per_five_minutes() -> None:
-    now = [0.0]
-    spam = SpamFilter(clock=lambda: now[0])
-    pod = {"kind": "Pod", "metadata": {"namespace": "default", "name": "web", "uid": "1"}}
-    other = {"kind": "Pod", "metadata": {"namespace": "default", "name": "db", "uid": "2"}}
-    assert all(spam.allow(pod) for _ in range(25))
-    assert not spam.allow(pod)
-    assert spam.allow(other)  # each object has its own bucket
-    now[0] = 299.0
-    assert not spam.allow(pod)
-    now[0] = 301.0
-    assert spam.allow(pod) and not spam.allow(pod)
-
-
-class SlowRecorder:
-    def __init__(self) -> None:
-        self.written: list[str] = []
-        self.stamped: list[float] = []
-        self.gate = asyncio.Event()
-
-    async def event(self, obj: dict, type_: str, reason: str, message: str, *,
-                    at: float, action: str | None = None,
-                    annotations: dict[str, str] | None = None) -> None:
-        await self.gate.wait()
-        self.written.append(message)
-        self.stamped.append(at)
-
-
-async def test_event_queue_never_waits_drops_when_full_and_writes_the_rest_on_close() -> None:
-    recorder = SlowRecorder()
-    events = EventQueue(recorder, maxsize=3)  # type: ignore[arg-type]
-    pods = [{"kind": "Pod", "metadata": {"name": f"p{i}", "uid": str(i)}} for i in range(6)]
-    emitted = time.time()
-    for i, pod in enumerate(pods):
-        events.emit(pod, "Normal", "Scheduled", f"m{i}")  # returns at once
-    assert events.dropped == 3 and len(events) == 3  # the writer has not run yet
-    await asyncio.sleep(0)  # it takes m0 and waits on the gate: nothing else waits
-    assert recorder.written == []
-    recorder.gate.set()
-    await events.close(seconds=5)
-    assert recorder.written == ["m0", "m1", "m2"]
-    # each Event's time is when it was emitted, not when the writer got to it
-    assert all(emitted <= at <= emitted + 1 for at in recorder.stamped)

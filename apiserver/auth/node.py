@@ -260,7 +260,7 @@ def cached_pod_node(registry: Any) -> PodNode:
 
 def cached_graph(registry: Any) -> Graph:
     """Whether a pod bound to the node references the object, from the pod watch cache:
-    the node's pods of that namespace (by their selectable spec.nodeName), each decoded
+    the node's pods (its spec.nodeName index) of that namespace, each decoded
     once per resourceVersion (kube keeps the edges in a graph updated by an informer;
     the cache is already that informer)."""
     from apiserver.resources.pods import PODS
@@ -280,8 +280,8 @@ def cached_graph(registry: Any) -> Graph:
     def graph(node: str, resource: str, namespace: str, name: str) -> bool:
         cache = registry.cache(PODS)
         prefix = registry.key(PODS, namespace, "")
-        for item in cache.scan(prefix):
-            if item.fields.get("spec.nodeName") != node:
+        for item in cache.with_field("spec.nodeName", node):
+            if not item.key.startswith(prefix):
                 continue
             if name in references(item.key, item.revision, item).names(resource):
                 return True
