@@ -26,38 +26,6 @@ from tests.proxy_support import KubeProxyProcess, unique_prefix, unique_service_
 from tests.support import ApiServer, Etcd, Kubectl, SchedulerProcess
 
 CONTROLLERS = "endpointslice,replicaset,deployment,garbagecollector"
-# kube's bootstrap role of the EndpointSlice controller (controller_policy.go), bound to the
-# controller-manager's user as kubelite binds the others; created here when the apiserver
-# has none yet (a 409 when it does).
-ENDPOINTSLICE_ROLE = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-    "metadata": {"name": "system:controller:endpointslice-controller"},
-    "rules": [
-        {"apiGroups": [""], "resources": ["services", "pods", "nodes"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["services/finalizers"], "verbs": ["update"]},
-        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-         "verbs": ["create", "delete", "get", "list", "update"]},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-         "verbs": ["create", "patch", "update"]},
-    ]}
-ENDPOINTSLICE_BINDING = {
-    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-    "metadata": {"name": "system:controller:endpointslice-controller"},
-    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                "name": "system:controller:endpointslice-controller"},
-    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                  "name": "system:kube-controller-manager"}]}
-
-
-def ensure_endpointslice_role(apiserver: ApiServer) -> None:
-    with apiserver.sync_client() as client:
-        for path, obj in (("clusterroles", ENDPOINTSLICE_ROLE),
-                          ("clusterrolebindings", ENDPOINTSLICE_BINDING)):
-            answer = client.post(f"/apis/rbac.authorization.k8s.io/v1/{path}", json=obj)
-            assert answer.status_code in (201, 409), answer.text
-
-
 @dataclass
 class ServicesCluster:
     apiserver: ApiServer
@@ -99,7 +67,6 @@ def services_cluster(workdir: Path, nodes: list[str]) -> Iterator[ServicesCluste
         apiserver = ApiServer(etcd, workdir, extra_args=[
             "--service-cluster-ip-range", f"{net}.0/24"]).start()
         started.append(apiserver)
-        ensure_endpointslice_role(apiserver)
         started.append(SchedulerProcess(apiserver, workdir, port=0).start())
         started.append(ControllerManagerProcess(apiserver, workdir, extra_args=(
             "--leader-elect=false", f"--controllers={CONTROLLERS}")).start())

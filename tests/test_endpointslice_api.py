@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from tests.cm_support import ControllerManagerProcess
-from tests.services_support import ensure_endpointslice_role
 from tests.support import ApiServer, Etcd, eventually, unique
 
 PODS = "/api/v1/namespaces/default/pods"
@@ -25,7 +24,6 @@ SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
 def own_apiserver(etcd: Etcd, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     server = ApiServer(etcd, Path(tmp_path_factory.mktemp("cm-eps")), name="apiserver-cm-eps",
                        extra_args=["--etcd-prefix", f"/{unique('cm-eps')}"]).start()
-    ensure_endpointslice_role(server)
     yield server
     server.stop()
 

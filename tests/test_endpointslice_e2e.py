@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
-from tests.services_support import ensure_endpointslice_role
 from tests.support import ApiServer, Kubectl, eventually, unique
 
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
@@ -25,7 +24,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServe
     with docker_cluster(workdir, (unique("eps-node"),),
                         controllers="endpointslice,replicaset,deployment,garbagecollector",
                         ) as found:
-        ensure_endpointslice_role(found[0])
         yield found
 
 
