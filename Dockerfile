@@ -1,5 +1,5 @@
 # kubelite's components in one image: `python -m apiserver | scheduler | controller_manager
-# | kubelet`.
+# | kubelet | kube_proxy | cluster_dns`.
 #
 # BASE_IMAGE is any image with Python >= 3.11 and its venv module: a slim Python image by
 # default; on a machine without a registry, `make images` makes kubelite/python-base from
@@ -12,6 +12,16 @@ FROM ${BASE_IMAGE}
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/kubelite/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# kube-proxy programs the host's iptables (nat and filter) and clears conntrack entries;
+# the cluster DNS runs dnsmasq. The Debian-made base has them already; a slim Python image
+# gets them from its package mirror.
+RUN if ! command -v iptables-restore >/dev/null || ! command -v conntrack >/dev/null \
+        || ! [ -x /usr/sbin/dnsmasq ]; then \
+        apt-get update \
+     && apt-get install -y --no-install-recommends iptables conntrack dnsmasq-base \
+     && rm -rf /var/lib/apt/lists/*; \
+    fi
 
 WORKDIR /opt/kubelite/src
 COPY . .

@@ -26,6 +26,7 @@ from common.metrics import Histogram, Merged, Metrics
 from common.workqueue import DURATION_BUCKETS, QUEUE_DURATION, WORK_DURATION, WorkQueue
 from controller_manager import (
     deployment,
+    endpointslice,
     garbagecollector,
     job,
     namespace,
@@ -51,7 +52,8 @@ MAX_CONNECTIONS = 48
 WRITE_CONNECTIONS = IN_FLIGHT
 # The API groups the controllers use beyond the client's defaults.
 CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
-                             "deployments": "apps/v1", "jobs": "batch/v1"}
+                             "deployments": "apps/v1", "jobs": "batch/v1",
+                             "endpointslices": "discovery.k8s.io/v1"}
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(job.NAME, aliases=("job",)),
     ControllerSpec(namespace.NAME, aliases=("namespace",)),
     ControllerSpec(ttlafterfinished.NAME, aliases=("ttl-after-finished",)),
+    ControllerSpec(endpointslice.NAME, aliases=("endpointslice",)),
 )
 
 
@@ -97,7 +100,10 @@ QUEUE_CONTROLLERS: dict[str, Callable[..., QueueController]] = {
     deployment.NAME: deployment.DeploymentController,
     job.NAME: job.JobController,
     ttlafterfinished.NAME: ttlafterfinished.TTLAfterFinishedController,
+    endpointslice.NAME: endpointslice.EndpointSliceController,
 }
+# The event source of the controllers whose recorder is not named as the controller.
+EVENT_COMPONENTS: dict[str, str] = {endpointslice.NAME: endpointslice.EVENT_COMPONENT}
 
 
 def canonical(name: str, specs: Iterable[ControllerSpec]) -> str | None:
@@ -178,7 +184,8 @@ class ControllerManager:
                     self.options.node_lifecycle).run
                 continue
             if name in QUEUE_CONTROLLERS:
-                queued = QUEUE_CONTROLLERS[name](self.factory, self.recorder(name),
+                queued = QUEUE_CONTROLLERS[name](self.factory,
+                                                 self.recorder(EVENT_COMPONENTS.get(name, name)),
                                                  workers=workers, writer=self.writer)
             elif name == garbagecollector.NAME:
                 queued = garbagecollector.GarbageCollector(self.factory, workers=workers)

@@ -39,9 +39,10 @@ FOREGROUND = "foregroundDeletion"
 KINDS: dict[str, tuple[str, bool]] = {
     "Pod": ("pods", True), "ReplicaSet": ("replicasets", True),
     "Deployment": ("deployments", True), "Job": ("jobs", True), "Node": ("nodes", False),
+    "Service": ("services", True), "EndpointSlice": ("endpointslices", True),
 }
 # The resources whose objects may be dependents (or owners) here.
-WATCHED = ("pods", "replicasets", "deployments", "jobs")
+WATCHED = ("pods", "replicasets", "deployments", "jobs", "services", "endpointslices")
 Object = dict[str, Any]
 
 

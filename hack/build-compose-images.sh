@@ -60,7 +60,8 @@ fi
 
 build_python_base() {
   local hash root
-  hash="$(printf 'minbase python3 python3-venv %s %s v1' "$DEBIAN_SUITE" "$DEBIAN_MIRROR" \
+  hash="$(printf 'minbase python3 python3-venv iptables conntrack dnsmasq-base %s %s v2' \
+    "$DEBIAN_SUITE" "$DEBIAN_MIRROR" \
     | sha256sum | cut -c1-16)"
   if [ "$(build_label "$BASE_IMAGE")" = "$hash" ]; then
     return 0
@@ -68,7 +69,8 @@ build_python_base() {
   need_root_package debootstrap debootstrap
   root="$(mktemp -d /tmp/kubelite-rootfs.XXXXXX)"
   say "building $BASE_IMAGE: debootstrap $DEBIAN_SUITE (about a minute)"
-  debootstrap --variant=minbase --include=python3,python3-venv \
+  # iptables and conntrack: kube-proxy's proxier; dnsmasq-base: the cluster DNS server
+  debootstrap --variant=minbase --include=python3,python3-venv,iptables,conntrack,dnsmasq-base \
     "$DEBIAN_SUITE" "$root" "$DEBIAN_MIRROR" >"$root.log" 2>&1 \
     || { tail -n 20 "$root.log" >&2; rm -rf "$root" "$root.log"; exit 1; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root.log"

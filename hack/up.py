@@ -5,9 +5,15 @@
 
 `up` (the default) runs etcd (data in <state-dir>/etcd), the apiserver, the scheduler (its
 /healthz, /readyz and /metrics on --scheduler-port), the controller-manager (the same on
---controller-manager-port) and one kubelet per node as child processes, each in its own
-session so that Ctrl-C reaches this launcher only, which then stops them in order:
-kubelets, controller-manager, scheduler, apiserver, etcd.
+--controller-manager-port), the cluster DNS (dnsmasq fed from the API, answering on
+--cluster-dns-listen, Docker's bridge gateway by default, behind the kube-dns Service's
+--cluster-dns IP), one kube-proxy per node (each with its own iptables chains,
+--kube-proxy-chain-prefixes, its endpoint on --kube-proxy-ports) and one kubelet per node
+(pods resolve names through --cluster-dns in --cluster-domain) as child processes, each in
+its own session so that Ctrl-C reaches this launcher only, which then stops them in order:
+kubelets, kube-proxies, cluster DNS, controller-manager, scheduler, apiserver, etcd; then
+the kube-proxies' rules are removed (`kube_proxy --cleanup`), so that a stopped cluster
+leaves nothing in the host's iptables.
 Each child logs to <state-dir>/logs/<component>.log; the console shows the lines worth
 seeing, one per event, prefixed with the component. <state-dir>/kubeconfig points kubectl
 at the apiserver (context `kubernetes-admin@kubernetes`, as kubeadm names it; `kubelite`
@@ -25,8 +31,9 @@ the launcher's health check (etcd/healthcheck-client), as kubeadm sets it up.
 `--no-secure` is the development mode: plain HTTP on --port, loopback only, every request
 a superuser.
 
-`down` stops a running `up` (its pid file is <state-dir>/up.pid) and force-removes every
-container the cluster's kubelets made, found by the kubelite labels of its nodes.
+`down` stops a running `up` (its pid file is <state-dir>/up.pid), force-removes every
+container the cluster's kubelets made, found by the kubelite labels of its nodes, and
+removes its kube-proxies' iptables chains.
 
 It installs nothing: `make up` first creates the venv, installs etcd and Docker when
 missing, starts dockerd and builds the local images. Problems it can foresee (a port in
@@ -76,9 +83,15 @@ DEFAULT_PAUSE_IMAGE = "kubelite/pause:3.10"
 PORT_FLAGS = {"apiserver": "--port N", "etcd client": "--etcd-port N",
               "etcd peer": "--etcd-peer-port N", "scheduler": "--scheduler-port N",
               "controller-manager": "--controller-manager-port N",
+              "cluster-dns": "--cluster-dns-port N",
+              "kube-proxy": "--kube-proxy-ports N1,N2",
               "kubelet": "--kubelet-ports N1,N2"}
-STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "scheduler": 10.0, "controller-manager": 10.0,
+STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "kube-proxy": 10.0, "cluster-dns": 10.0,
+                        "scheduler": 10.0, "controller-manager": 10.0,
                         "apiserver": 10.0, "etcd": 15.0}
+DEFAULT_CLUSTER_DNS = "10.96.0.10"  # the kube-dns Service's cluster IP, as kubeadm's
+DEFAULT_CLUSTER_DOMAIN = "cluster.local"
+DEFAULT_CHAIN_PREFIX = "KUBE"  # the first node's kube-proxy: kube's own chain names
 
 
 class UserError(Exception):
@@ -102,6 +115,12 @@ class Options:
     controller_manager_port: int = 10257  # the same for the controller-manager
     nodes: tuple[str, ...] = ("node1", "node2")
     kubelet_ports: tuple[int, ...] = (10250, 10251)
+    kube_proxy_ports: tuple[int, ...] = ()  # each one's endpoint (0: none); default: 10256, ...
+    kube_proxy_chain_prefixes: tuple[str, ...] = ()  # default: chain_prefixes(len(nodes))
+    cluster_dns_port: int = 10055  # the cluster DNS's endpoint (kube-dns's); 0: none
+    cluster_dns_listen: str = ""  # where dnsmasq answers; "": Docker's bridge gateway, :53
+    cluster_dns: str = DEFAULT_CLUSTER_DNS
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     pause_image: str = DEFAULT_PAUSE_IMAGE
     docker_socket: str = DEFAULT_DOCKER_SOCKET
     startup_timeout: float = 90.0
@@ -145,11 +164,29 @@ class Options:
     def cluster_file(self) -> Path:
         return self.state_dir / "cluster.json"
 
+    @property
+    def proxy_ports(self) -> tuple[int, ...]:
+        """kube-proxy's 10256 for the first node, 10258, 10260, ... for the others (10257 is
+        the controller-manager's)."""
+        return self.kube_proxy_ports or tuple(10256 + 2 * i for i in range(len(self.nodes)))
+
+    @property
+    def chain_prefixes(self) -> tuple[str, ...]:
+        return self.kube_proxy_chain_prefixes or chain_prefixes(len(self.nodes))
+
+
+def chain_prefixes(count: int) -> tuple[str, ...]:
+    """Each node's kube-proxy owns chains of its own on the shared host: KUBE (kube's
+    names) for the first, KUBE2, KUBE3, ... for the others."""
+    return tuple(DEFAULT_CHAIN_PREFIX if i == 0 else f"{DEFAULT_CHAIN_PREFIX}{i + 1}"
+                 for i in range(count))
+
 
 @dataclass(frozen=True)
 class Component:
     name: str
-    kind: str  # etcd | apiserver | scheduler | kubelet
+    kind: str  # etcd | apiserver | scheduler | controller-manager | cluster-dns | kube-proxy
+    #            | kubelet
     args: tuple[str, ...]
     health_url: str | None = None
     ports: tuple[tuple[str, int], ...] = ()
@@ -187,17 +224,52 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         apiserver_component(options),
         scheduler_component(options),
         controller_manager_component(options),
+        cluster_dns_component(options),
     ]
+    components += [kube_proxy_component(options, node, port, prefix) for node, port, prefix
+                   in zip(options.nodes, options.proxy_ports, options.chain_prefixes,
+                          strict=True)]
     for node, port in zip(options.nodes, options.kubelet_ports, strict=True):
         components.append(Component(f"kubelet-{node}", "kubelet", (
             PYTHON, "-m", "kubelet", *connect_args(options, f"kubelet-{node}.conf"),
             "--node-name", node, "--node-ip", LOCALHOST,
             "--address", LOCALHOST, "--port", str(port),
             "--docker-socket", options.docker_socket,
-            "--pod-infra-container-image", options.pause_image, *kubelet_tls_args(options, node),
+            "--pod-infra-container-image", options.pause_image,
+            "--cluster-dns", options.cluster_dns, "--cluster-domain", options.cluster_domain,
+            *kubelet_tls_args(options, node),
         ), health_url=f"{'https' if options.secure else 'http'}://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
+
+
+def cluster_dns_component(options: Options) -> Component:
+    """The cluster DNS (cluster_dns): dnsmasq, supervised and fed from the API, answering
+    on --cluster-dns-listen; it keeps the kube-dns Service at --cluster-dns pointing there,
+    which the kube-proxies route. Ready when its informers have synced."""
+    port = options.cluster_dns_port
+    return Component("cluster-dns", "cluster-dns", (
+        PYTHON, "-m", "cluster_dns", *connect_args(options, "kube-dns.conf"),
+        "--cluster-domain", options.cluster_domain, "--cluster-ip", options.cluster_dns,
+        *(("--listen", options.cluster_dns_listen) if options.cluster_dns_listen else ()),
+        "--docker-socket", options.docker_socket,
+        "--bind-address", LOCALHOST, "--port", str(port),
+    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
+        ports=(("cluster-dns", port),) if port else ())
+
+
+def kube_proxy_component(options: Options, node: str, port: int, prefix: str) -> Component:
+    """A node's kube-proxy (iptables mode), owning the chains that start with `prefix`."""
+    return Component(f"kube-proxy-{node}", "kube-proxy", (
+        PYTHON, "-m", "kube_proxy", *connect_args(options, "kube-proxy.conf"),
+        "--hostname-override", node, "--iptables-chain-prefix", prefix,
+        "--healthz-bind-address", f"{LOCALHOST}:{port}",
+    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
+        ports=((f"kube-proxy {node}", port),) if port else ())
+
+
+def kube_proxy_cleanup_args(prefix: str) -> tuple[str, ...]:
+    return (PYTHON, "-m", "kube_proxy", "--cleanup", "--iptables-chain-prefix", prefix)
 
 
 def etcd_tls_args(options: Options) -> tuple[str, ...]:
@@ -358,6 +430,9 @@ def next_steps(options: Options) -> str:
         f"  {kubectl} apply -f {examples}/nodeSelector.yaml  # nodeSelector shuai=b",
         f"  {kubectl} get pods -o wide && {kubectl} describe pod pod-selector",
         f"  {kubectl} timeline pod/pod-selector            # the pod's flow, measured",
+        f"  {kubectl} apply -f {examples}/web-service.yaml  # a Deployment behind a Service",
+        f"  {kubectl} run -it --rm client --image kubelite/busybox:1.35 --restart=Never "
+        "-- wget -qO- web",
         curl,
         f"  {kubectl} proxy --port 8001 &                  # the dashboard, as you: "
         "http://127.0.0.1:8001/dashboard/",
@@ -426,6 +501,17 @@ def preflight(options: Options) -> str:
     if len(options.nodes) != len(options.kubelet_ports):
         raise UserError(f"{len(options.nodes)} node(s) but {len(options.kubelet_ports)} "
                         "kubelet port(s): give one --kubelet-ports entry per --nodes entry")
+    if len(options.nodes) != len(options.proxy_ports):
+        raise UserError(f"{len(options.nodes)} node(s) but {len(options.proxy_ports)} "
+                        "kube-proxy port(s): give one --kube-proxy-ports entry per --nodes "
+                        "entry")
+    if len(options.nodes) != len(options.chain_prefixes):
+        raise UserError(f"{len(options.nodes)} node(s) but {len(options.chain_prefixes)} "
+                        "chain prefix(es): give one --kube-proxy-chain-prefixes entry per "
+                        "--nodes entry")
+    if len(set(options.chain_prefixes)) != len(options.chain_prefixes):
+        raise UserError("--kube-proxy-chain-prefixes: each node's kube-proxy needs chains of "
+                        "its own (the prefixes must differ)")
     pid = running_launcher(options)
     if pid is not None:
         raise UserError(f"kubelite is already running here (pid {pid}): "
@@ -597,7 +683,24 @@ class Cluster:
                     signal_group(child.process.pid, signal.SIGKILL)
                     child.process.wait()
             self.pump_logs()
+        if any(c.component.kind == "kube-proxy" for c in self.children):
+            for prefix in self.options.chain_prefixes:
+                self.say(remove_proxy_rules(prefix))
         self.options.pid_file.unlink(missing_ok=True)
+
+
+def remove_proxy_rules(prefix: str) -> str:
+    """`kube_proxy --cleanup`: the chains of one kube-proxy, and the jumps to them, gone
+    from the host's iptables; what happened, in one line."""
+    try:
+        done = subprocess.run(kube_proxy_cleanup_args(prefix), cwd=REPO, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"could not remove the {prefix}-* iptables chains: {e}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"could not remove the {prefix}-* iptables chains: {last}"
+    return f"removed the {prefix}-* iptables chains"
 
 
 def describe_exit(returncode: int) -> str:
@@ -607,10 +710,15 @@ def describe_exit(returncode: int) -> str:
 
 
 def stop_groups(children: list[Child]) -> list[list[Child]]:
-    """Reverse start order, with every kubelet in one group (they stop side by side)."""
-    kubelets = [c for c in children if c.component.kind == "kubelet"]
-    others = [[c] for c in reversed(children) if c.component.kind != "kubelet"]
-    return ([kubelets] if kubelets else []) + others
+    """Reverse start order, with every kubelet in one group, then every kube-proxy in one
+    (each kind stops side by side)."""
+    groups: list[list[Child]] = []
+    for kind in ("kubelet", "kube-proxy"):
+        group = [c for c in children if c.component.kind == kind]
+        if group:
+            groups.append(group)
+    return groups + [[c] for c in reversed(children)
+                     if c.component.kind not in ("kubelet", "kube-proxy")]
 
 
 def signal_group(pid: int, signum: int) -> None:
@@ -656,7 +764,8 @@ def up(options: Options) -> int:
         options.kubeconfig.write_text(kubeconfig_text(options.apiserver_url))
     options.cluster_file.write_text(json.dumps({
         "nodes": list(options.nodes), "docker_socket": options.docker_socket,
-        "apiserver": options.apiserver_url}) + "\n")
+        "apiserver": options.apiserver_url,
+        "chain_prefixes": list(options.chain_prefixes)}) + "\n")
     cluster = Cluster(options, plan(options, etcd=etcd), out=print_to_console)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, cluster.request_stop)
@@ -727,6 +836,10 @@ def down(options: Options) -> int:
         return 1
     say(f"removed {len(removed)} pod container(s) of nodes {', '.join(nodes)}"
         + (f": {', '.join(sorted(removed))}" if removed else ""))
+    saved_prefixes = saved.get("chain_prefixes")
+    for prefix in ([str(p) for p in saved_prefixes] if isinstance(saved_prefixes, list)
+                   else list(options.chain_prefixes)):
+        say(remove_proxy_rules(prefix))
     return 0
 
 
@@ -765,6 +878,23 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
                         help="node names, one kubelet each (default: node1,node2)")
     parser.add_argument("--kubelet-ports", type=port_list, default=(10250, 10251),
                         help="one port per node (default: 10250,10251)")
+    parser.add_argument("--kube-proxy-ports", type=port_list, default=(),
+                        help="each node's kube-proxy's /healthz, /readyz and /metrics, one "
+                             "port per node (default: 10256,10258,...; 0: none)")
+    parser.add_argument("--kube-proxy-chain-prefixes", type=comma_list, default=(),
+                        help="the first word of each node's kube-proxy's iptables chains, one "
+                             "per node (default: KUBE, KUBE2, ...)")
+    parser.add_argument("--cluster-dns-port", type=int, default=10055,
+                        help="the cluster DNS's /healthz, /readyz and /metrics "
+                             "(default: %(default)s; 0: none)")
+    parser.add_argument("--cluster-dns-listen", default="", metavar="ADDRESS[:PORT]",
+                        help="where the cluster DNS server answers (default: Docker's bridge "
+                             "gateway, port 53)")
+    parser.add_argument("--cluster-dns", default=DEFAULT_CLUSTER_DNS,
+                        help="the kube-dns Service's cluster IP, the pods' nameserver "
+                             "(default: %(default)s)")
+    parser.add_argument("--cluster-domain", default=DEFAULT_CLUSTER_DOMAIN,
+                        help="the cluster's DNS domain (default: %(default)s)")
     parser.add_argument("--pause-image", default=DEFAULT_PAUSE_IMAGE,
                         help="pod sandbox image (default: %(default)s, built locally)")
     parser.add_argument("--docker-socket", default=DEFAULT_DOCKER_SOCKET)
@@ -785,6 +915,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
         etcd_peer_port=args.etcd_peer_port, scheduler_port=args.scheduler_port,
         controller_manager_port=args.controller_manager_port,
         nodes=args.nodes, kubelet_ports=args.kubelet_ports,
+        kube_proxy_ports=args.kube_proxy_ports,
+        kube_proxy_chain_prefixes=args.kube_proxy_chain_prefixes,
+        cluster_dns_port=args.cluster_dns_port, cluster_dns_listen=args.cluster_dns_listen,
+        cluster_dns=args.cluster_dns, cluster_domain=args.cluster_domain,
         pause_image=args.pause_image, docker_socket=args.docker_socket,
         startup_timeout=args.startup_timeout, secure=args.secure,
         secure_port=args.secure_port, authorization_mode=args.authorization_mode)

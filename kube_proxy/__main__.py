@@ -56,8 +56,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                  "changes are batched into at most one sync per period")
     add_duration(parser, "--iptables-sync-period", 30.0,
                  "the longest time between two syncs")
-    component.add_endpoint_flags(parser, bind_address=DEFAULT_BIND_ADDRESS, port=DEFAULT_PORT,
-                                 kube_name="kube-proxy's healthz")
+    parser.add_argument("--proxy-mode", default="iptables", choices=["iptables"],
+                        help="how Services are implemented; iptables only (default)")
+    parser.add_argument("--healthz-bind-address",
+                        default=f"{DEFAULT_BIND_ADDRESS}:{DEFAULT_PORT}", metavar="IP:PORT",
+                        help="where /healthz, /livez, /readyz and /metrics are served, plain "
+                             "HTTP (default: %(default)s, kube-proxy's port); port 0 serves "
+                             "none")
     component.add_log_level_flag(parser)
     args = parser.parse_args(argv)
     errors = prefix_errors(args.iptables_chain_prefix)
@@ -70,11 +75,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         errors.append("--iptables-masquerade-bit must be within [0, 31]")
     if args.iptables_min_sync_period < 0 or args.iptables_sync_period <= 0:
         errors.append("--iptables-min-sync-period must be >= 0 and --iptables-sync-period > 0")
+    try:
+        args.bind_address, args.port = healthz_address(args.healthz_bind_address)
+    except ValueError as e:
+        errors.append(f"--healthz-bind-address {args.healthz_bind_address!r}: {e}")
     if args.master and args.apiserver:
         errors.append("--master and --apiserver name the same thing: give one")
     if errors:
         parser.error("; ".join(errors))
     return args
+
+
+def healthz_address(value: str) -> tuple[str, int]:
+    """kube's IP:PORT flag value: ("127.0.0.1", 10256) from "127.0.0.1:10256"."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("want IP:PORT")
+    host = host.strip("[]") or "0.0.0.0"
+    ipaddress.ip_address(host)
+    return host, int(port)
 
 
 def config_of(args: argparse.Namespace) -> Config:

@@ -163,7 +163,7 @@ class KubeProxyProcess:
                                           namespace=None)
             connect = ["--kubeconfig", str(config)]
         self.args = [PYTHON, "-m", "kube_proxy", *connect, "--hostname-override", node_name,
-                     "--iptables-chain-prefix", prefix, "--port", str(self.port),
+                     "--iptables-chain-prefix", prefix, "--healthz-bind-address", f"127.0.0.1:{self.port}",
                      "--iptables-min-sync-period", "0.2", *(extra_args or [])]
         self.process = Process(f"kube-proxy-{node_name}", self.args,
                                workdir / f"kube-proxy-{node_name}.log")

@@ -26,7 +26,8 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.docker_support import node_containers, remove_node_containers
+from cluster_dns.__main__ import docker_bridge_gateway
+from tests.docker_support import DOCKER_SOCKET, node_containers, remove_node_containers
 from tests.support import PYTHON, REPO, Process, eventually, free_port, wait_http_ok
 
 NS = "default"
@@ -234,7 +235,15 @@ class Launcher:
         ports = ["--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
                  "--scheduler-port", str(scheduler_port),
                  "--controller-manager-port", str(free_port()),
-                 "--kubelet-ports", f"{free_port()},{free_port()}"]
+                 "--kubelet-ports", f"{free_port()},{free_port()}",
+                 # the host's iptables and Docker's bridge are shared with every other
+                 # cluster: chains, endpoints and a DNS port of this cluster's own
+                 "--kube-proxy-ports", f"{free_port()},{free_port()}",
+                 "--kube-proxy-chain-prefixes", ",".join(
+                     f"T{uuid.uuid4().hex[:4].upper()}{n}" for n in ("A", "B")),
+                 "--cluster-dns-port", str(free_port()),
+                 "--cluster-dns-listen",
+                 f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}"]
         return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(),
                    scheduler_port=scheduler_port, ports=ports,
                    proxy=KubectlProxy(state_dir / "kubeconfig",

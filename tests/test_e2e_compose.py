@@ -22,7 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cluster_dns.__main__ import docker_bridge_gateway
 from tests.docker_support import (
+    DOCKER_SOCKET,
     containers_with_labels,
     ensure_docker,
     node_containers,
@@ -88,7 +90,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster
            "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
            "SCHEDULER_PORT": str(free_port()), "CONTROLLER_MANAGER_PORT": str(free_port()),
            "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
-           "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port())}
+           "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port()),
+           # the host's iptables and Docker's bridge are shared: chains, endpoints and a
+           # DNS port of this project's own
+           "NODE1_PROXY_PORT": str(free_port()), "NODE2_PROXY_PORT": str(free_port()),
+           "NODE1_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}A",
+           "NODE2_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}B",
+           "CLUSTER_DNS_PORT": str(free_port()),
+           "CLUSTER_DNS_LISTEN": f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}"}
     state = Path(tmp_path_factory.mktemp("compose")) / "state"
     env["KUBELITE_STATE"] = str(state)
     proxy = KubectlProxy(state / "pki" / "admin.conf", state.parent / "kubectl-proxy.log")
@@ -96,6 +105,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster
     yield started
     proxy.stop()
     started.compose("down", "--volumes", "--timeout", "60")
+    started.compose("run", "--rm", "kube-proxy-cleanup")  # the kube-proxies' chains
     remove_node_containers(nodes.node1)
     remove_node_containers(nodes.node2)
 

@@ -106,12 +106,25 @@ def test_components_start_in_order_and_stop_kubelets_first() -> None:
     options = up.Options(state_dir=Path("/tmp/state"), nodes=("a", "b"),
                          kubelet_ports=(1, 2))
     components = up.plan(options)
-    assert [c.name for c in components] == ["etcd", "apiserver", "scheduler",
-                                            "controller-manager", "kubelet-a", "kubelet-b"]
+    assert [c.name for c in components] == [
+        "etcd", "apiserver", "scheduler", "controller-manager", "cluster-dns",
+        "kube-proxy-a", "kube-proxy-b", "kubelet-a", "kubelet-b"]
     children = [up.Child(c, process=None, log_path=Path("/dev/null")) for c in components]
     assert [[c.name for c in group] for group in up.stop_groups(children)] == [
-        ["kubelet-a", "kubelet-b"], ["controller-manager"], ["scheduler"], ["apiserver"],
-        ["etcd"]]
+        ["kubelet-a", "kubelet-b"], ["kube-proxy-a", "kube-proxy-b"], ["cluster-dns"],
+        ["controller-manager"], ["scheduler"], ["apiserver"], ["etcd"]]
+    # each node's kube-proxy owns chains of its own; the kubelets point pods at the DNS
+    proxies = {c.name: c.args for c in components if c.kind == "kube-proxy"}
+    assert [args[args.index("--iptables-chain-prefix") + 1] for args in proxies.values()] == [
+        "KUBE", "KUBE2"]
+    assert [args[args.index("--healthz-bind-address") + 1] for args in proxies.values()] == [
+        "127.0.0.1:10256", "127.0.0.1:10258"]
+    kubelet = components[-1].args
+    assert kubelet[kubelet.index("--cluster-dns") + 1] == "10.96.0.10"
+    assert kubelet[kubelet.index("--cluster-domain") + 1] == "cluster.local"
+    dns = components[4]
+    assert dns.args[dns.args.index("--cluster-ip") + 1] == "10.96.0.10"
+    assert dns.health_url == "http://127.0.0.1:10055/readyz"
     assert "--data-dir" in components[0].args
     assert components[0].args[components[0].args.index("--data-dir") + 1] == "/tmp/state/etcd"
     scheduler = components[2]
@@ -125,7 +138,7 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
     _, options = up.parse_args(["--secure-port", "16443", "--state-dir",
                                 str(tmp_path), "--nodes", "a", "--kubelet-ports", "1",
                                 "--authorization-mode", "AlwaysAllow"])
-    etcd, apiserver, scheduler, controller_manager, kubelet = up.plan(options)
+    etcd, apiserver, scheduler, controller_manager, dns, proxy, kubelet = up.plan(options)
     args = apiserver.args
     assert args[args.index("--port") + 1] == "0"  # no plain-HTTP port
     assert args[args.index("--secure-port") + 1] == "16443"
@@ -149,7 +162,11 @@ def test_secure_by_default_https_only_and_each_component_with_its_kubeconfig(tmp
         tmp_path / "pki" / "kubelet-a.conf")
     assert controller_manager.args[controller_manager.args.index("--kubeconfig") + 1] == str(
         tmp_path / "pki" / "controller-manager.conf")
-    assert "--apiserver" not in scheduler.args + kubelet.args + controller_manager.args
+    assert dns.args[dns.args.index("--kubeconfig") + 1] == str(tmp_path / "pki" / "kube-dns.conf")
+    assert proxy.args[proxy.args.index("--kubeconfig") + 1] == str(
+        tmp_path / "pki" / "kube-proxy.conf")
+    assert "--apiserver" not in (scheduler.args + kubelet.args + controller_manager.args
+                                 + dns.args + proxy.args)
     up.write_secure_files(options)
     config = (tmp_path / "kubeconfig").read_text()
     assert "https://127.0.0.1:16443" in config and "client-certificate-data" in config

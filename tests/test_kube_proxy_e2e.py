@@ -26,16 +26,17 @@ from tests.proxy_support import (
     unique_prefix,
     unique_service_net,
 )
-from tests.support import ApiServer, eventually, unique
+from tests.support import ApiServer, Kubectl, eventually, unique
 
 NODE = "kp-node1"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, Path]]:
+def cluster(tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[tuple[ApiServer, Kubectl, Path]]:
     workdir = tmp_path_factory.mktemp("kube-proxy-e2e")
-    with docker_cluster(workdir, [NODE]) as (apiserver, _kubectl):
-        yield apiserver, workdir
+    with docker_cluster(workdir, [NODE]) as (apiserver, kubectl):
+        yield apiserver, kubectl, workdir
 
 
 def httpd_pod(name: str) -> dict[str, Any]:
@@ -72,23 +73,32 @@ def jump_count(prefix: str) -> int:
                and f"-j {prefix}-" in line)
 
 
-async def test_cluster_ip_and_node_port_reach_every_pod(cluster: tuple[ApiServer, Path]
-                                                        ) -> None:
-    apiserver, workdir = cluster
+def client_pod(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"nodeName": NODE, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "client", "image": BUSYBOX_IMAGE,
+                                     "command": ["sleep", "3600"]}]}}
+
+
+async def test_cluster_ip_and_node_port_reach_every_pod(
+        cluster: tuple[ApiServer, Kubectl, Path]) -> None:
+    apiserver, kubectl, workdir = cluster
     names = [unique("web-a"), unique("web-b")]
+    client = unique("client")
     service_name = unique("web")
     net = unique_service_net()
     cluster_ip, node_port = f"{net}.30", unique_node_port()
     async with ApiClient(apiserver.connection(), group_versions=GROUP_VERSIONS_PROXY) as api:
         for name in names:
             await api.create("pods", httpd_pod(name), namespace="default")
+        await api.create("pods", client_pod(client), namespace="default")
 
         async def running() -> list[dict[str, Any]] | None:
-            pods = [await api.get("pods", n, namespace="default") for n in names]
+            pods = [await api.get("pods", n, namespace="default") for n in [*names, client]]
             ok = all((p.get("status") or {}).get("phase") == "Running"
                      and (p.get("status") or {}).get("podIP") for p in pods)
-            return pods if ok else None
-        pods = await eventually(running, timeout=90, what="both httpd pods Running")
+            return pods[:2] if ok else None
+        pods = await eventually(running, timeout=90, what="the httpd and client pods Running")
         assert pods is not None
         await api.create("services", {
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name},
@@ -111,6 +121,12 @@ async def test_cluster_ip_and_node_port_reach_every_pod(cluster: tuple[ApiServer
                              what="the ClusterIP reaching both pods")
             await eventually(lambda: both("127.0.0.1", node_port), timeout=30,
                              what="the NodePort on 127.0.0.1 reaching both pods")
+            # From another pod: pod -> cluster IP -> a pod, over docker0.
+            # (busybox's static wget crashes resolving; nc speaks the HTTP/1.0 we need)
+            request = f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 {cluster_ip} 80'
+            seen = {kubectl("exec", client, "--", "sh", "-c", request).strip().splitlines()[-1]
+                    for _ in range(16)}
+            assert seen == set(names)
             rules = {t: own_lines(iptables_save(t), proxy.prefix) for t in ("filter", "nat")}
             jumps = jump_count(proxy.prefix)
             assert jumps == 10
@@ -155,5 +171,5 @@ async def test_cluster_ip_and_node_port_reach_every_pod(cluster: tuple[ApiServer
         for table in ("filter", "nat"):
             assert own_lines(iptables_save(table), proxy.prefix) == []
         assert jump_count(proxy.prefix) == 0
-        for name in names:
+        for name in [*names, client]:
             await api.delete("pods", name, namespace="default")

@@ -7,6 +7,7 @@ unique chain prefix and service range, and removes its chains even when it fails
 from __future__ import annotations
 
 import socket
+import subprocess
 from collections.abc import AsyncIterator
 
 import pytest
@@ -28,7 +29,7 @@ from tests.proxy_support import (
     unique_prefix,
     unique_service_net,
 )
-from tests.support import unique
+from tests.support import eventually, unique
 
 HTTP = {"name": "http", "port": 80, "protocol": "TCP"}
 
@@ -175,3 +176,33 @@ async def test_traffic_from_the_host_reaches_every_endpoint(config: Config) -> N
 def test_unique_prefixes_fit_iptables() -> None:
     assert len({unique_prefix() for _ in range(50)}) == 50
     assert socket.gethostname()  # the default --hostname-override
+
+
+def conntrack_entries(cluster_ip: str, endpoint_ip: str) -> list[str]:
+    result = subprocess.run(["conntrack", "-L", "-p", "udp", "--orig-dst", cluster_ip,
+                             "--dst-nat", endpoint_ip], capture_output=True, text=True,
+                            timeout=30)
+    return [line for line in result.stdout.splitlines() if line.strip()]
+
+
+async def test_stale_udp_conntrack_entries_are_cleared(config: Config) -> None:
+    net = unique_service_net()
+    dns = {"name": "dns", "port": 53, "protocol": "UDP"}
+    with httpd_containers([unique("kp-udp-a"), unique("kp-udp-b")]) as pods:
+        ports = service_ports(service("default", "dns", f"{net}.40", [dns]))
+        slices = [endpoint_slice("default", "dns", [dns], [pods[0].ip])]
+        syncer = Syncer(config)
+        await syncer.sync(ports, endpoints_map(slices))
+        # A UDP "flow" to the cluster IP: conntrack remembers its DNAT to pods[0].
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as client:
+            client.sendto(b"hello", (f"{net}.40", 53))
+        assert await eventually(lambda: _async(conntrack_entries(f"{net}.40", pods[0].ip)),
+                                timeout=10, what="a conntrack entry to the first endpoint")
+        slices = [endpoint_slice("default", "dns", [dns], [pods[1].ip])]
+        result = await syncer.sync(ports, endpoints_map(slices))
+        assert result.stale_conntrack == 1
+        assert conntrack_entries(f"{net}.40", pods[0].ip) == []
+
+
+async def _async(value: list[str]) -> list[str]:
+    return value

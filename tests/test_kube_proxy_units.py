@@ -27,12 +27,14 @@ def test_flags_build_the_config() -> None:
     args = parse_args(["--master", "http://127.0.0.1:8080", "--hostname-override", "node1",
                        "--iptables-chain-prefix", "KT1", "--cluster-cidr", "172.17.0.0/16",
                        "--iptables-min-sync-period", "500ms", "--iptables-sync-period", "1m",
-                       "--iptables-masquerade-bit", "15"])
+                       "--iptables-masquerade-bit", "15",
+                       "--healthz-bind-address", "127.0.0.1:0"])
     config = config_of(args)
     assert config == Config(names=Names("KT1"), hostname="node1",
                             cluster_cidr="172.17.0.0/16", masquerade_bit=15)
     assert config.mark == "0x8000"
     assert args.iptables_min_sync_period == 0.5 and args.iptables_sync_period == 60
+    assert (args.bind_address, args.port) == ("127.0.0.1", 0)
 
 
 @pytest.mark.parametrize("argv", [
@@ -41,6 +43,9 @@ def test_flags_build_the_config() -> None:
     ["--cluster-cidr", "not-a-cidr"],
     ["--iptables-masquerade-bit", "32"],
     ["--master", "http://a", "--apiserver", "http://b"],
+    ["--healthz-bind-address", "10256"],
+    ["--healthz-bind-address", "localhost:10256"],
+    ["--proxy-mode", "ipvs"],
 ])
 def test_bad_flags_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:

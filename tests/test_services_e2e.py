@@ -1,0 +1,158 @@
+"""Services end to end on real processes: etcd, the secure apiserver, the scheduler, the
+controller-manager (EndpointSlices, ReplicaSets, Deployments), the cluster DNS, and two
+nodes, each a kubelet on Docker and a kube-proxy on this host's iptables.
+
+A 3-replica Deployment behind a NodePort Service: another pod reaches it by name (`wget
+http://web`, through the pod's resolv.conf, the cluster DNS and the ClusterIP), the host
+reaches it on the NodePort; every replica answers. A replica whose readiness probe fails
+leaves the rotation within its probe period, and comes back. kill -9 of a kube-proxy and a
+restart: its rules reconciled as they were, nothing duplicated (`iptables -t nat -S`)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.docker_support import BUSYBOX_IMAGE
+from tests.proxy_support import KubeProxyProcess, answers, http_get
+from tests.services_support import ServicesCluster, apply, nat_rules, services_cluster
+from tests.support import eventually, unique
+
+pytestmark = pytest.mark.docker
+
+PROBE_PERIOD = 1  # seconds; failureThreshold 1: one failed probe and the pod is unready
+REQUESTS = 60
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServicesCluster]:
+    workdir = tmp_path_factory.mktemp("services-e2e")
+    with services_cluster(workdir, [unique("svc-node1"), unique("svc-node2")]) as found:
+        yield found
+
+
+def web(name: str) -> list[dict[str, Any]]:
+    """The README's web: busybox httpd answering its hostname, readiness on GET /."""
+    script = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"
+    deployment = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{
+                         "name": "httpd", "image": BUSYBOX_IMAGE,
+                         "command": ["sh", "-c", script],
+                         "ports": [{"name": "http", "containerPort": 8080}],
+                         "readinessProbe": {"httpGet": {"path": "/", "port": "http"},
+                                            "periodSeconds": PROBE_PERIOD,
+                                            "failureThreshold": 1}}]}}}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+               "spec": {"type": "NodePort", "selector": {"app": name},
+                        "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}}
+    return [deployment, service]
+
+
+def ready_endpoints(cluster: ServicesCluster, service: str) -> dict[str, bool]:
+    listed = json.loads(cluster.kubectl("get", "endpointslices", "-l",
+                                        f"kubernetes.io/service-name={service}", "-o", "json"))
+    return {e["targetRef"]["name"]: bool(e["conditions"]["ready"])
+            for s in listed["items"] for e in s.get("endpoints") or []}
+
+
+def from_pod(cluster: ServicesCluster, pod: str, url: str, count: int) -> dict[str, int]:
+    """`count` wget's of `url` from inside `pod`: which hostname answered how often.
+    (`timeout`, not wget's own -T, which makes Debian's busybox 1.35 wget segfault.)"""
+    out = cluster.kubectl("exec", pod, "--", "sh", "-c",
+                          f"for i in $(seq {count}); do timeout 5 wget -qO- {url}; done; true")
+    counts: dict[str, int] = {}
+    for line in out.split():
+        counts[line] = counts.get(line, 0) + 1
+    return counts
+
+
+async def test_a_service_by_name_by_node_port_with_readiness_and_a_proxy_restart(
+        cluster: ServicesCluster) -> None:
+    name = unique("web")
+    apply(cluster.kubectl, *web(name))
+    apply(cluster.kubectl, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-client"},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [
+            {"name": "client", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"]}]}})
+
+    async def three_ready() -> dict[str, bool] | None:
+        ready = ready_endpoints(cluster, name)
+        return ready if len(ready) == 3 and all(ready.values()) else None
+
+    replicas = sorted(await eventually(three_ready, timeout=120, what="3 ready endpoints"))
+    cluster.kubectl("wait", "--for=condition=Ready", f"pod/{name}-client", "--timeout=60s")
+    svc = json.loads(cluster.kubectl("get", "service", name, "-o", "json"))
+    cluster_ip, node_port = svc["spec"]["clusterIP"], svc["spec"]["ports"][0]["nodePort"]
+    assert cluster_ip.startswith(f"{cluster.service_net}.")
+
+    # By name from another pod: resolv.conf -> cluster DNS -> ClusterIP -> every replica.
+    async def all_answer_by_name() -> dict[str, int] | None:
+        counts = from_pod(cluster, f"{name}-client", f"http://{name}", REQUESTS)
+        return counts if sorted(counts) == replicas else None
+
+    counts = await eventually(all_answer_by_name, timeout=60, interval=1,
+                              what="every replica answering by name")
+    assert sum(counts.values()) == REQUESTS, counts
+    fqdn = f"http://{name}.default.svc.cluster.local"
+    assert sorted(from_pod(cluster, f"{name}-client", fqdn, 30)) == replicas
+
+    # From the host, on the NodePort (127.0.0.1: kube-proxy's localhost node ports).
+    async def all_answer_on_node_port() -> dict[str, int] | None:
+        found = await answers("127.0.0.1", node_port, requests=REQUESTS)
+        return found if sorted(found) == replicas else None
+
+    await eventually(all_answer_on_node_port, timeout=30, what="the NodePort")
+
+    # A replica whose probe fails leaves the rotation within its probe period (plus the
+    # slice's and the proxy's sync, well under the generous bound), then comes back.
+    sick = replicas[0]
+    cluster.kubectl("exec", sick, "--", "rm", "/www/index.html")
+    broke = time.monotonic()
+
+    async def out_of_rotation() -> bool:
+        return not ready_endpoints(cluster, name).get(sick, True)
+
+    await eventually(out_of_rotation, timeout=15, interval=0.2, what=f"{sick} unready")
+    assert time.monotonic() - broke < 15
+    healthy = await answers(cluster_ip, 80, requests=REQUESTS)
+    assert sorted(healthy) == replicas[1:], healthy  # never the unready one
+    assert sorted(from_pod(cluster, f"{name}-client", f"http://{name}", 30)) == replicas[1:]
+    cluster.kubectl("exec", sick, "--", "sh", "-c", "hostname > /www/index.html")
+
+    async def back_in_rotation() -> bool:
+        return sorted(await answers(cluster_ip, 80, requests=REQUESTS)) == replicas
+
+    await eventually(back_in_rotation, timeout=30, what=f"{sick} back in the rotation")
+
+    # kill -9 a kube-proxy and start it again: the same rules, none twice.
+    proxy = cluster.proxies[0]
+    before = sorted(nat_rules(proxy.prefix))
+    assert any(cluster_ip in line for line in before)
+    proxy.kill()
+    restarted = KubeProxyProcess(cluster.apiserver, cluster.workdir,
+                                 node_name=cluster.nodes[0], prefix=proxy.prefix)
+    try:
+        restarted.start()
+
+        async def reconciled() -> list[str] | None:
+            after = nat_rules(proxy.prefix)
+            return after if sorted(after) == before else None
+
+        after = await eventually(reconciled, timeout=30, what="the rules reconciled")
+        assert len(after) == len(set(after)), [r for r in after if after.count(r) > 1]
+        assert sorted(await answers(cluster_ip, 80, requests=REQUESTS)) == replicas
+        assert (await http_get("127.0.0.1", node_port)) in replicas
+    finally:
+        restarted.stop()
+        cluster.proxies[0] = restarted
+    cluster.kubectl("delete", "deployment", name)
+    cluster.kubectl("delete", "service", name)
+    cluster.kubectl("delete", "pod", f"{name}-client", "--wait=false")
