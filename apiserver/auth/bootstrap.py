@@ -444,14 +444,13 @@ async def reconcile(registry: Any, *, attempts: int = 30, pause: float = 1.0) ->
 async def reconcile_once(registry: Any) -> None:
     """Create or update every bootstrap ClusterRole and ClusterRoleBinding, and the
     namespaced Roles and RoleBindings."""
+    from apiserver.resources.namespaces import ensure_default_namespaces
     from apiserver.resources.rbac import (
         CLUSTER_ROLE_BINDINGS,
         CLUSTER_ROLES,
         ROLE_BINDINGS,
         ROLES,
     )
-
-    from apiserver.resources.namespaces import ensure_default_namespaces
 
     # the namespaced roles' namespaces first, as kube's hook creates them when needed
     await ensure_default_namespaces(registry)
