@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from common.client import GROUP_VERSIONS, ApiClient
-from common.endpoint import metric_family
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
+from common.metrics import Metrics, exponential_buckets
 from kube_proxy import iptables
 from kube_proxy.model import PROXYABLE_SELECTOR, endpoints_map, service_ports
 from kube_proxy.rules import Config
@@ -84,6 +84,7 @@ class Proxier:
         self.dirty_since: float | None = None
         self.syncs = {"full": 0, "partial": 0}
         self.failures = 0
+        self.prometheus = self._metrics()
 
     def describe(self) -> str:
         config = self.options.config
@@ -135,6 +136,9 @@ class Proxier:
             return
         self.last = result
         self.syncs["full" if result.full else "partial"] += 1
+        self.sync_seconds.observe(result.seconds)
+        (self.full_sync_seconds if result.full else self.partial_sync_seconds).observe(
+            result.seconds)
         if result.full:
             self.last_full_sync = time.monotonic()
         self.last_sync_wall = time.time()
@@ -152,28 +156,36 @@ class Proxier:
                 "rules": None if self.synced.is_set() else "no sync done yet",
                 "shutdown": "shutting down" if stopping.is_set() else None}
 
-    def metrics(self, elector: LeaderElector | None) -> str:
-        lines = metric_family(
-            "kubeproxy_sync_proxy_rules_total", "counter",
-            "Syncs of the proxy rules, by kind (full or partial).",
-            [({"kind": kind}, n) for kind, n in self.syncs.items()])
-        lines += metric_family(
-            "kubeproxy_sync_proxy_rules_iptables_total", "gauge",
-            "Number of iptables rules owned by kube-proxy, by table.",
-            [({"table": t}, n) for t, n in (self.last.rules if self.last else {}).items()])
-        lines += metric_family(
-            "kubelite_kubeproxy_sync_failures_total", "counter",
-            "Syncs whose iptables-restore failed.", [({}, self.failures)])
-        seconds = self.last.seconds if self.last else 0.0
-        lines += ["# HELP kubelite_kubeproxy_last_sync_seconds Duration of the last sync.",
-                  "# TYPE kubelite_kubeproxy_last_sync_seconds gauge",
-                  f"kubelite_kubeproxy_last_sync_seconds {seconds:.6f}",
-                  "# HELP kubeproxy_sync_proxy_rules_last_timestamp_seconds The last time "
-                  "proxy rules were successfully synced.",
-                  "# TYPE kubeproxy_sync_proxy_rules_last_timestamp_seconds gauge",
-                  f"kubeproxy_sync_proxy_rules_last_timestamp_seconds "
-                  f"{self.last_sync_wall:.3f}"]
-        return "\n".join(lines) + "\n"
+    def _metrics(self) -> Metrics:
+        """kube-proxy's sync metrics (pkg/proxy/metrics), kube's names and buckets."""
+        found = Metrics()
+        buckets = exponential_buckets(0.001, 2, 15)
+        self.sync_seconds = found.histogram(
+            "kubeproxy_sync_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds", buckets=buckets)
+        self.full_sync_seconds = found.histogram(
+            "kubeproxy_sync_full_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds for full resyncs", buckets=buckets)
+        self.partial_sync_seconds = found.histogram(
+            "kubeproxy_sync_partial_proxy_rules_duration_seconds",
+            "SyncProxyRules latency in seconds for partial resyncs", buckets=buckets)
+        found.counter_func("kubeproxy_sync_proxy_rules_total",
+                           "Syncs of the proxy rules, by kind (full or partial).", ("kind",),
+                           lambda: [((kind,), n) for kind, n in self.syncs.items()])
+        found.gauge("kubeproxy_sync_proxy_rules_iptables_total",
+                    "Total number of iptables rules owned by kube-proxy", ("table",),
+                    lambda: [((t,), n) for t, n in
+                             (self.last.rules if self.last else {}).items()])
+        found.counter_func("kubeproxy_sync_proxy_rules_iptables_restore_failures_total",
+                           "Cumulative proxy iptables restore failures", (),
+                           lambda: [((), self.failures)])
+        found.gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+                    "The last time proxy rules were successfully synced", (),
+                    lambda: [((), self.last_sync_wall)])
+        return found
+
+    def metrics(self, elector: LeaderElector | None) -> bytes:
+        return self.prometheus.render()
 
     def stopping(self) -> str:
         return "shutting down; the iptables rules stay (kube-proxy --cleanup removes them)"
