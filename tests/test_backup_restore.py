@@ -13,7 +13,9 @@ And the tool's pure parts: arguments, defaults, the refusal while etcd is up.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -23,8 +25,9 @@ from typing import Any
 
 import pytest
 
+from common.client import ApiClient
 from common.errors import Gone, Timeout
-from common.informer import resource_version_too_large
+from common.informer import Informer, resource_version_too_large
 from hack import etcd_snapshot
 from tests.cm_support import ControllerManagerProcess
 from tests.docker_support import (
@@ -301,6 +304,75 @@ async def test_restore_brings_back_the_snapshot_and_the_kubelet_reconciles(
     for process in others:
         assert process.process.alive(), process.process.log()[-3000:]
     assert "listing again" in others[2].log(), others[2].log()[-3000:]
+
+
+
+async def test_without_the_old_data_a_watch_ahead_of_etcd_is_refused_and_informers_relist(
+        tmp_path: Path) -> None:
+    """The old data directory lost with the disk: nothing says how far clients got, so the
+    revision stays at the snapshot's. A watch from a resourceVersion past etcd's answers
+    504 Too large resource version, and an informer that ran through it all lists again
+    and holds the snapshot's objects, not the lost ones."""
+    etcd = Etcd(tmp_path).start()
+    apiserver = ApiServer(etcd, tmp_path).start()
+    task: asyncio.Task[None] | None = None
+    try:
+        async with apiserver.client() as api, ApiClient(apiserver.connection()) as client:
+            async def create(name: str) -> None:
+                answer = await api.post("/api/v1/namespaces/default/configmaps", json={
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+                assert answer.status_code == 201, answer.text
+
+            informer = Informer(client, "configmaps", namespace="default")
+            task = asyncio.create_task(informer.run())
+            await informer.wait_synced()
+            await create("kept")
+            snapshot = tmp_path / "s.db"
+            saved = await asyncio.to_thread(run_tool, "save", str(snapshot), "--endpoints",
+                                            etcd.endpoint, "--state-dir", str(tmp_path))
+            assert saved.returncode == 0, saved.stderr
+            # Far more writes after it than the restarted apiserver makes before we look.
+            lost = [f"lost-{i}" for i in range(150)]
+            for name in lost:
+                await create(name)
+
+            async def seen_all() -> bool:
+                return len(informer.list()) == 1 + len(lost)
+            await eventually(seen_all, timeout=30, what="the informer to see every write")
+            seen = int(informer.last_sync_resource_version or 0)
+
+            apiserver.stop()
+            etcd.stop()
+            await asyncio.to_thread(shutil.rmtree, tmp_path / "etcd-data")
+            restored = await asyncio.to_thread(
+                run_tool, "restore", str(snapshot), "--endpoints", etcd.endpoint,
+                "--state-dir", str(tmp_path), "--data-dir", str(tmp_path / "etcd-data"),
+                "--name", "default", "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{etcd.peer_port}")
+            assert restored.returncode == 0, restored.stderr
+            assert restored.stdout.splitlines()[1].startswith("no older data directory")
+            await asyncio.to_thread(etcd.start)
+            await asyncio.to_thread(apiserver.start)
+
+            answer = await api.get("/api/v1/namespaces/default/configmaps", params={
+                "watch": "true", "resourceVersion": str(seen)})
+            assert answer.status_code == 504, answer.text
+            status = answer.json()
+            assert status["reason"] == "Timeout"
+            assert status["message"].startswith(
+                f"Timeout: Too large resource version: {seen}, current: ")
+            assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+
+            async def relisted() -> bool:
+                return sorted(o["metadata"]["name"] for o in informer.list()) == ["kept"]
+            await eventually(relisted, timeout=60, what="the informer to hold the snapshot")
+            assert int(informer.last_sync_resource_version or 0) < seen
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        apiserver.stop()
+        etcd.stop()
 
 
 if __name__ == "__main__":
