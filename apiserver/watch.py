@@ -4,11 +4,7 @@
   list's revision, then every change after it.
 - resourceVersion=N: every change with revision > N, in order, each once; an ERROR
   410 Expired event when etcd has compacted N away (even while the watch cache's window
-  still holds it: compacted history is never replayed); a 504 "Too large resource
-  version" when N is past etcd's current revision, as for a LIST: only a restored etcd
-  (its revision moved back) is behind a resourceVersion it served, and waiting for N
-  would hand the client later writes under revisions it has already seen. client-go's
-  reflector lists again on that answer (isTooLargeResourceVersionError); so do ours.
+  still holds it: compacted history is never replayed).
 - With selectors, an object that starts matching arrives as ADDED and one that stops
   matching as DELETED (kube's cacher does the same).
 - BOOKMARK events (when asked for) carry a revision up to which everything was sent:
@@ -36,12 +32,7 @@ from apiserver.cacher import (
     is_selected,
     watch_line,
 )
-from apiserver.listing import (
-    NOT_OLDER_THAN,
-    ListOptions,
-    parse_revision,
-    too_large_resource_version,
-)
+from apiserver.listing import NOT_OLDER_THAN, ListOptions, parse_revision
 from apiserver.registry import Registry
 from apiserver.resources import Resource, collection_prefix
 from apiserver.selectors import FieldSelector, LabelSelector
@@ -147,25 +138,11 @@ async def open_watch(registry: Registry, request: WatchRequest) -> AsyncIterator
         initial, start = page.items, page.revision + 1
     else:
         start = parse_revision(str(rv)) + 1
-        await _refuse_future(registry, request.resource, start - 1)
         if await registry.storage.is_compacted(start - 1):
             # The cache's window may still hold it, but what etcd has compacted is never
             # replayed: etcd's own watch answers (410, or from the oldest revision kept).
             return _events(registry, request, [], start, from_cache=False)
     return _events(registry, request, initial, start)
-
-
-async def _refuse_future(registry: Registry, resource: Resource, revision: int) -> None:
-    """Raise "Too large resource version" for a revision etcd has not reached. Only asks
-    etcd when the watch cache has not reached it either (a cache catching up, or a
-    restored etcd)."""
-    if revision <= registry.cache(resource).revision:
-        return
-    current = await registry.storage.revision()
-    if revision > current:
-        log.info("watch of %s from resourceVersion %d refused: etcd is at %d",
-                 resource.plural, revision, current)
-        raise too_large_resource_version(revision, current)
 
 
 async def changes(registry: Registry, resource: Resource) -> AsyncIterator[Change]:

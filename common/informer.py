@@ -5,10 +5,7 @@ to a local store keyed "namespace/name" (or "name" for cluster-scoped objects),
 calling `on_add(obj)`, `on_update(old, new)` and `on_delete(obj)` after the store has
 changed. When a stream drops or ends it watches again from the last resourceVersion
 seen (BOOKMARKs included), with a capped exponential back-off (common.backoff); on 410 Gone it lists
-again and delivers the difference between the store and the new list. So it does when the
-server says its resourceVersion is "Too large" (a restored etcd, whose revision moved back
-below it): client-go's reflector then lists from scratch too, and the new list's smaller
-resourceVersion replaces ours.
+again and delivers the difference between the store and the new list.
 
 Handlers may be plain functions or coroutine functions. They run inline, one event
 at a time, so they should be quick (enqueue work, don't do it). `SharedInformer` (and
@@ -36,7 +33,7 @@ import httpx
 
 from common.backoff import Backoff
 from common.client import ApiClient
-from common.errors import ApiError, Gone, Timeout
+from common.errors import ApiError, Gone
 
 log = logging.getLogger(__name__)
 
@@ -116,18 +113,6 @@ def with_type_meta(item: dict, list_obj: dict) -> dict:
     kind = item.get("kind") or (list_kind[:-4] if list_kind.endswith("List") else list_kind)
     return {"apiVersion": item.get("apiVersion") or list_obj.get("apiVersion") or "v1",
             "kind": kind, **{k: v for k, v in item.items() if k not in ("apiVersion", "kind")}}
-
-
-def resource_version_too_large(e: BaseException) -> bool:
-    """client-go's isTooLargeResourceVersionError: the ResourceVersionTooLarge cause, or
-    a Timeout saying so (servers before kube 1.18.6 sent no cause)."""
-    if not isinstance(e, ApiError):
-        return False
-    causes = e.details.get("causes") if isinstance(e.details, dict) else None
-    if any(isinstance(c, dict) and c.get("reason") == "ResourceVersionTooLarge"
-           for c in causes or ()):
-        return True
-    return isinstance(e, Timeout) and "Too large resource version" in e.message
 
 
 def watch_was_healthy(*, events: int, seconds: float) -> bool:
@@ -232,15 +217,6 @@ class Informer:
                 backoff.reset()  # the server is there and answering: relist promptly
                 log.info("%s: watch from resourceVersion %s expired (%s); listing again",
                          self.name, self._resource_version, e.message)
-            except ApiError as e:
-                if not resource_version_too_large(e):
-                    log.warning("%s: watch dropped (%s)", self.name, _explain(e))
-                else:
-                    must_list = True
-                    backoff.reset()
-                    log.info("%s: the server is behind resourceVersion %s (%s): etcd was "
-                             "restored? listing again", self.name, self._resource_version,
-                             e.message)
             except Exception as e:
                 log.warning("%s: watch dropped (%s)", self.name, _explain(e),
                             exc_info=_unexpected(e))

@@ -13,7 +13,7 @@ And the tool's pure parts: arguments, defaults, the refusal while etcd is up.
 
 from __future__ import annotations
 
-import asyncio
+import base64
 import json
 import shutil
 import socket
@@ -23,11 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from common.client import ApiClient
-from common.errors import Gone, Timeout
-from common.informer import Informer, resource_version_too_large
 from hack import etcd_snapshot
 from tests.cm_support import ControllerManagerProcess
 from tests.docker_support import (
@@ -130,15 +128,6 @@ def test_status_of_etcdctl_json() -> None:
         '{"hash":3448797162,"revision":4,"totalKey":7,"totalSize":20480}')
     assert status == etcd_snapshot.SnapshotStatus(revision=4, keys=7, size=20480,
                                                   hash=3448797162)
-
-
-def test_too_large_resource_version_is_recognised() -> None:
-    with_cause = Timeout("Timeout: Too large resource version: 9, current: 5", details={
-        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]})
-    assert resource_version_too_large(with_cause)
-    assert resource_version_too_large(Timeout("Too large resource version: 9, current: 5"))
-    assert not resource_version_too_large(Timeout("request timed out"))
-    assert not resource_version_too_large(Gone("too old resource version: 5 (9)"))
 
 
 # --- end to end -------------------------------------------------------------------------
@@ -300,79 +289,59 @@ async def test_restore_brings_back_the_snapshot_and_the_kubelet_reconciles(
     assert len(rs) == 1
     assert rs[0]["spec"]["replicas"] == 2
     assert rs[0]["status"].get("replicas") == 2
-    # Nobody was restarted: each informer saw the rollback and listed again.
+    # Nobody was restarted: each informer's watch found its resourceVersion compacted
+    # (410 Gone) and it listed again.
     for process in others:
         assert process.process.alive(), process.process.log()[-3000:]
-    assert "listing again" in others[2].log(), others[2].log()[-3000:]
+        assert "expired (too old resource version: " in process.process.log()
 
 
 
-async def test_without_the_old_data_a_watch_ahead_of_etcd_is_refused_and_informers_relist(
-        tmp_path: Path) -> None:
+def test_without_the_old_data_the_revision_stays_and_restore_says_so(tmp_path: Path) -> None:
     """The old data directory lost with the disk: nothing says how far clients got, so the
-    revision stays at the snapshot's. A watch from a resourceVersion past etcd's answers
-    504 Too large resource version, and an informer that ran through it all lists again
-    and holds the snapshot's objects, not the lost ones."""
+    revision stays at the snapshot's (kube's answer then: restart every component), and
+    the restored etcd holds what the snapshot held, not what came after."""
     etcd = Etcd(tmp_path).start()
-    apiserver = ApiServer(etcd, tmp_path).start()
-    task: asyncio.Task[None] | None = None
     try:
-        async with apiserver.client() as api, ApiClient(apiserver.connection()) as client:
-            async def create(name: str) -> None:
-                answer = await api.post("/api/v1/namespaces/default/configmaps", json={
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
-                assert answer.status_code == 201, answer.text
-
-            informer = Informer(client, "configmaps", namespace="default")
-            task = asyncio.create_task(informer.run())
-            await informer.wait_synced()
-            await create("kept")
+        with httpx.Client(base_url=etcd.endpoint, timeout=10) as api:
+            put(api, "/kubelite-test/kept")
             snapshot = tmp_path / "s.db"
-            saved = await asyncio.to_thread(run_tool, "save", str(snapshot), "--endpoints",
-                                            etcd.endpoint, "--state-dir", str(tmp_path))
+            saved = run_tool("save", str(snapshot), "--endpoints", etcd.endpoint,
+                             "--state-dir", str(tmp_path))
             assert saved.returncode == 0, saved.stderr
-            # Far more writes after it than the restarted apiserver makes before we look.
-            lost = [f"lost-{i}" for i in range(150)]
-            for name in lost:
-                await create(name)
-
-            async def seen_all() -> bool:
-                return len(informer.list()) == 1 + len(lost)
-            await eventually(seen_all, timeout=30, what="the informer to see every write")
-            seen = int(informer.last_sync_resource_version or 0)
-
-            apiserver.stop()
-            etcd.stop()
-            await asyncio.to_thread(shutil.rmtree, tmp_path / "etcd-data")
-            restored = await asyncio.to_thread(
-                run_tool, "restore", str(snapshot), "--endpoints", etcd.endpoint,
-                "--state-dir", str(tmp_path), "--data-dir", str(tmp_path / "etcd-data"),
-                "--name", "default", "--initial-advertise-peer-urls",
-                f"http://127.0.0.1:{etcd.peer_port}")
-            assert restored.returncode == 0, restored.stderr
-            assert restored.stdout.splitlines()[1].startswith("no older data directory")
-            await asyncio.to_thread(etcd.start)
-            await asyncio.to_thread(apiserver.start)
-
-            answer = await api.get("/api/v1/namespaces/default/configmaps", params={
-                "watch": "true", "resourceVersion": str(seen)})
-            assert answer.status_code == 504, answer.text
-            status = answer.json()
-            assert status["reason"] == "Timeout"
-            assert status["message"].startswith(
-                f"Timeout: Too large resource version: {seen}, current: ")
-            assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
-
-            async def relisted() -> bool:
-                return sorted(o["metadata"]["name"] for o in informer.list()) == ["kept"]
-            await eventually(relisted, timeout=60, what="the informer to hold the snapshot")
-            assert int(informer.last_sync_resource_version or 0) < seen
-    finally:
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        apiserver.stop()
+            snapshot_revision = int(saved.stdout.split("revision ")[1].split(",")[0])
+            for i in range(20):
+                put(api, f"/kubelite-test/lost-{i}")
         etcd.stop()
+        shutil.rmtree(tmp_path / "etcd-data")
+        restored = run_tool("restore", str(snapshot), "--endpoints", etcd.endpoint,
+                            "--state-dir", str(tmp_path), "--data-dir",
+                            str(tmp_path / "etcd-data"), "--name", "default",
+                            "--initial-advertise-peer-urls", f"http://127.0.0.1:{etcd.peer_port}")
+        assert restored.returncode == 0, restored.stderr
+        assert restored.stdout.splitlines() == [
+            f"restored {tmp_path / 'etcd-data'} from {snapshot}: revision {snapshot_revision}, "
+            f"{saved.stdout.split(', ')[1]}",
+            "no older data directory: the revision stays where the snapshot has it; restart "
+            "the scheduler, controller-manager and kubelets too",
+            "start the cluster again: make up (etcd, then the apiserver, then the rest)"]
+        etcd.start()
+        with httpx.Client(base_url=etcd.endpoint, timeout=10) as api:
+            answer = api.post("/v3/kv/range", json={
+                "key": b64("/kubelite-test/"), "range_end": b64("/kubelite-test0")}).json()
+        assert [base64.b64decode(kv["key"]).decode() for kv in answer["kvs"]] == [
+            "/kubelite-test/kept"]
+        assert int(answer["header"]["revision"]) == snapshot_revision
+    finally:
+        etcd.stop()
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def put(api: httpx.Client, key: str) -> None:
+    api.post("/v3/kv/put", json={"key": b64(key), "value": b64("{}")}).raise_for_status()
 
 
 if __name__ == "__main__":
