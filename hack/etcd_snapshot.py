@@ -309,17 +309,17 @@ def restore(snapshot: Path, *, data_dir: Path, name: str, peer_url: str,
     fresh = data_dir.with_name(f"{data_dir.name}.restoring-{stamp(now)}")
     if fresh.exists():
         raise UserError(f"{fresh} exists (an interrupted restore?): move it away, then again")
-    run_etcdctl(["snapshot", "restore", str(snapshot), "--data-dir", str(fresh),
-                 "--name", name, "--initial-cluster", f"{name}={peer_url}",
-                 "--initial-advertise-peer-urls", peer_url])
     revision = status.revision
     target = bump_target(status.revision, old_revision)
-    if target is not None:
-        try:
+    try:
+        run_etcdctl(["snapshot", "restore", str(snapshot), "--data-dir", str(fresh),
+                     "--name", name, "--initial-cluster", f"{name}={peer_url}",
+                     "--initial-advertise-peer-urls", peer_url])
+        if target is not None:
             revision = bump(fresh, target)
-        except BaseException:
-            shutil.rmtree(fresh, ignore_errors=True)  # ours, half made; the old data is untouched
-            raise
+    except BaseException:
+        shutil.rmtree(fresh, ignore_errors=True)  # ours, half made; the old data is untouched
+        raise
     aside = None
     if data_dir.exists():
         aside = aside_path(data_dir, now)
