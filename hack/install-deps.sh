@@ -5,6 +5,8 @@ missing=()
 command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ] || missing+=(etcd-server)
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 [ -x /bin/busybox ] || [ -x /usr/bin/busybox ] || missing+=(busybox-static)
+# etcd-client: etcdctl, whose snapshot save/restore/status `make backup` and `make restore` wrap
+command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 # jq: the README's curl examples (and tests/test_readme.py, which runs them) use it
 command -v jq >/dev/null 2>&1 || missing+=(jq)
