@@ -271,7 +271,9 @@ def docker_cluster(workdir: Path, nodes: Sequence[str], *,
             started.append(ControllerManagerProcess(apiserver, workdir, extra_args=(
                 "--leader-elect=false", f"--controllers={controllers}")).start())
         for node in nodes:
-            started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
+            # configured as a kubeadm cluster's kubelets are (no MissingClusterDNS events)
+            started.append(KubeletProcess(apiserver, workdir, node_name=node, extra_args=[
+                "--cluster-dns", "10.96.0.10", "--cluster-domain", "cluster.local"]).start())
         kubectl = Kubectl(apiserver, workdir / "kubectl")
         wanted = sorted(f"{node}=True" for node in nodes)
         deadline = time.monotonic() + 90

@@ -12,14 +12,30 @@ import re
 import string
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.docker_support import BUSYBOX_IMAGE, docker_api, ensure_docker
-from tests.support import PYTHON, REPO, ApiServer, Process, free_port, wait_http_ok
+from tests.docker_support import (
+    BUSYBOX_IMAGE,
+    KubeletProcess,
+    docker_api,
+    ensure_docker,
+    remove_node_containers,
+)
+from tests.support import (
+    PYTHON,
+    REPO,
+    ApiServer,
+    Etcd,
+    Kubectl,
+    Process,
+    SchedulerProcess,
+    free_port,
+    wait_http_ok,
+)
 
 _rng = random.Random(os.getpid() ^ time.monotonic_ns())
 
@@ -186,3 +202,39 @@ class KubeProxyProcess:
         """`python -m kube_proxy --cleanup` with this instance's prefix."""
         subprocess.run([PYTHON, "-m", "kube_proxy", "--cleanup", "--iptables-chain-prefix",
                         self.prefix], check=True, timeout=120, capture_output=True, cwd=REPO)
+
+
+@contextmanager
+def services_cluster(workdir: Path, nodes: Sequence[str], *, service_range: str
+                     ) -> Iterator[tuple[ApiServer, Kubectl]]:
+    """docker_support.docker_cluster with the apiserver's `--service-cluster-ip-range` set
+    (clusters sharing this host's iptables must not share service addresses): etcd, the
+    secure apiserver, the scheduler, a kubelet per node, every node Ready."""
+    ensure_docker()
+    etcd = Etcd(workdir).start()
+    started: list[ApiServer | SchedulerProcess | KubeletProcess] = []
+    try:
+        apiserver = ApiServer(etcd, workdir, extra_args=[
+            "--service-cluster-ip-range", service_range]).start()
+        started.append(apiserver)
+        started.append(SchedulerProcess(apiserver, workdir, port=0).start())
+        for node in nodes:
+            started.append(KubeletProcess(apiserver, workdir, node_name=node).start())
+        kubectl = Kubectl(apiserver, workdir / "kubectl")
+        wanted = sorted(f"{node}=True" for node in nodes)
+        deadline = time.monotonic() + 90
+        ready: list[str] = []
+        while ready != wanted:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nodes not Ready after 90s: {ready} (want {wanted})")
+            time.sleep(0.5)
+            ready = sorted(kubectl("get", "nodes", "-o", "jsonpath={range .items[*]}"
+                                   "{.metadata.name}={.status.conditions[?(@.type=="
+                                   "\"Ready\")].status} {end}").split())
+        yield apiserver, kubectl
+    finally:
+        for process in reversed(started):
+            process.stop()
+        etcd.stop()
+        for node in nodes:
+            remove_node_containers(node)

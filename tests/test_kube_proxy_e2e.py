@@ -16,26 +16,28 @@ import pytest
 
 from common.client import ApiClient
 from kube_proxy.proxier import GROUP_VERSIONS_PROXY
-from tests.docker_support import BUSYBOX_IMAGE, docker_cluster
+from tests.docker_support import BUSYBOX_IMAGE
 from tests.proxy_support import (
     KubeProxyProcess,
     answers,
     iptables_save,
     own_lines,
-    unique_node_port,
+    services_cluster,
     unique_prefix,
     unique_service_net,
 )
 from tests.support import ApiServer, Kubectl, eventually, unique
 
 NODE = "kp-node1"
+SERVICE_NET = unique_service_net()
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[tuple[ApiServer, Kubectl, Path]]:
     workdir = tmp_path_factory.mktemp("kube-proxy-e2e")
-    with docker_cluster(workdir, [NODE]) as (apiserver, kubectl):
+    with services_cluster(workdir, [NODE], service_range=f"{SERVICE_NET}.0/24") as (
+            apiserver, kubectl):
         yield apiserver, kubectl, workdir
 
 
@@ -86,8 +88,6 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
     names = [unique("web-a"), unique("web-b")]
     client = unique("client")
     service_name = unique("web")
-    net = unique_service_net()
-    cluster_ip, node_port = f"{net}.30", unique_node_port()
     async with ApiClient(apiserver.connection(), group_versions=GROUP_VERSIONS_PROXY) as api:
         for name in names:
             await api.create("pods", httpd_pod(name), namespace="default")
@@ -100,11 +100,15 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
             return pods[:2] if ok else None
         pods = await eventually(running, timeout=90, what="the httpd and client pods Running")
         assert pods is not None
-        await api.create("services", {
+        # The apiserver allocates the ClusterIP (from SERVICE_NET) and the node port.
+        created = await api.create("services", {
             "apiVersion": "v1", "kind": "Service", "metadata": {"name": service_name},
-            "spec": {"type": "NodePort", "clusterIP": cluster_ip, "selector": {"app": "web"},
-                     "ports": [{"name": "http", "port": 80, "targetPort": "web",
-                                "nodePort": node_port}]}}, namespace="default")
+            "spec": {"type": "NodePort", "selector": {"app": "web"},
+                     "ports": [{"name": "http", "port": 80, "targetPort": "web"}]}},
+            namespace="default")
+        cluster_ip = created["spec"]["clusterIP"]
+        node_port = created["spec"]["ports"][0]["nodePort"]
+        assert cluster_ip.startswith(f"{SERVICE_NET}.")
         await api.create("endpointslices", endpoint_slice(service_name, pods),
                          namespace="default")
 
@@ -121,6 +125,10 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
                              what="the ClusterIP reaching both pods")
             await eventually(lambda: both("127.0.0.1", node_port), timeout=30,
                              what="the NodePort on 127.0.0.1 reaching both pods")
+            # The kubernetes Service (the range's first address) reaches the apiserver.
+            async with httpx.AsyncClient(base_url=f"https://{SERVICE_NET}.1",
+                                         verify=False, timeout=10) as http:
+                assert (await http.get("/readyz")).status_code in (200, 401, 403)
             # From another pod: pod -> cluster IP -> a pod, over docker0.
             # (busybox's static wget crashes resolving; nc speaks the HTTP/1.0 we need)
             request = f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 {cluster_ip} 80'

@@ -122,7 +122,9 @@ async def test_the_kubelets_metrics_after_a_pod_start(cluster: Cluster, running:
         # the running gauges are the PLEG's last relist (once a second): it may not have
         # seen the pod's containers yet when its status said Running
         response, samples = await page(kubelet.url, verify=verify)
-        return (response, samples) if value(samples, "kubelet_running_pods") >= 1 else None
+        seen = (value(samples, "kubelet_running_pods") >= 1
+                and value(samples, "kubelet_running_containers", container_state="running") >= 1)
+        return (response, samples) if seen else None
     seen = await eventually(relisted_running, what="a relist to see the pod")
     assert seen is not None
     response, samples = seen
