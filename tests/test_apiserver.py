@@ -306,6 +306,15 @@ async def create_node(http: httpx.AsyncClient, name: str) -> None:
     assert r.status_code in (201, 409), r.text
 
 
+async def test_a_node_without_spec_is_served_with_an_empty_one(http: httpx.AsyncClient) -> None:
+    name = unique("bare-node")
+    created = await http.post("/api/v1/nodes", json={"metadata": {"name": name}})
+    assert created.status_code == 201, created.text
+    assert created.json()["spec"] == {}
+    assert (await http.get(f"/api/v1/nodes/{name}")).json()["spec"] == {}
+    await http.delete(f"/api/v1/nodes/{name}")
+
+
 async def test_binding_sets_node_and_condition(http: httpx.AsyncClient) -> None:
     name = unique("bind")
     await create_node(http, "bind-node")

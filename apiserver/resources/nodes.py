@@ -35,6 +35,9 @@ NODE_ROLE_LABEL = "kubernetes.io/role"
 # --- defaults (SetDefaults_NodeStatus) ----------------------------------------------------
 
 def default_node(node: dict[str, Any], old: dict[str, Any] | None) -> None:
+    # NodeSpec is a struct in kube's types, so every Node it serves has a "spec", if empty.
+    if node.get("spec") is None:
+        node["spec"] = {}
     status = node.get("status")
     if status and status.get("capacity") is not None and status.get("allocatable") is None:
         status["allocatable"] = dict(status["capacity"])
