@@ -20,6 +20,11 @@ pure, turns them into the slices to create, update and delete, as kube's Reconci
   before a new one is made); nothing is written when nothing changed; a Service without
   endpoints keeps one empty placeholder slice.
 
+Every slice a sync writes carries `endpoints.kubernetes.io/last-change-trigger-time`: when
+the change that caused the write happened (the earliest pod Ready transition, or Service
+creation, new since the last sync, as kube's TriggerTimeTracker computes it), which
+kube-proxy turns into `kubeproxy_network_programming_duration_seconds`.
+
 The `SliceTracker` remembers the generation of every slice this controller wrote, so a
 sync never acts on an informer cache that has not caught up with its own writes (which
 would make it write duplicate slices), and the slice events that are only the echo of its
@@ -33,6 +38,7 @@ import ipaddress
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from common.backoff import ItemBackoff
@@ -49,7 +55,13 @@ from controller_manager.controller import (
     uid_of,
     with_index,
 )
-from controller_manager.pods import is_ready, labels_of, selector_matches
+from controller_manager.pods import (
+    is_ready,
+    labels_of,
+    parse_time,
+    ready_condition,
+    selector_matches,
+)
 
 log = logging.getLogger("controller_manager.endpointslice")
 
@@ -60,6 +72,7 @@ LABEL_SERVICE_NAME = "kubernetes.io/service-name"
 LABEL_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 LABEL_HEADLESS = "service.kubernetes.io/headless"
 LABEL_ZONE = "topology.kubernetes.io/zone"
+LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 RESERVED_LABELS = frozenset({LABEL_SERVICE_NAME, LABEL_MANAGED_BY, LABEL_HEADLESS})
 MAX_ENDPOINTS_PER_SLICE = 100  # kube-controller-manager's --max-endpoints-per-slice
 # A slice change queues its Service after this long (endpointSliceChangeMinSyncDelay), so a
@@ -486,6 +499,72 @@ def reconcile(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     return plan
 
 
+# -- when the change that a sync writes happened (pkg/controller/util/endpoint) -------------
+
+
+@dataclass
+class _TriggerState:
+    pod_times: dict[str, datetime] = field(default_factory=dict)
+    service_time: datetime | None = None
+
+
+class TriggerTimeTracker:
+    """TriggerTimeTracker: per Service, the trigger times its last sync saw (each pod's
+    Ready transition, the Service's creation), so a sync can say when the oldest change it
+    is the first to see happened. A pod changed twice between two syncs counts once, with
+    its newer time, as in kube."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, _TriggerState] = {}
+
+    def compute(self, key: str, service: Mapping[str, Any],
+                pods: Sequence[Mapping[str, Any]]) -> datetime | None:
+        state = self._states.setdefault(key, _TriggerState())
+        earliest: datetime | None = None
+        pod_times: dict[str, datetime] = {}
+        for pod in pods:
+            condition = ready_condition(pod)
+            at = parse_time((condition or {}).get("lastTransitionTime"))
+            if at is None:
+                continue
+            name = name_of(pod)
+            pod_times[name] = at
+            last = state.pod_times.get(name)
+            if last is None or at > last:
+                earliest = at if earliest is None else min(earliest, at)
+        service_time = parse_time((service.get("metadata") or {}).get("creationTimestamp"))
+        if service_time is not None and (state.service_time is None
+                                         or service_time > state.service_time):
+            earliest = service_time if earliest is None else min(earliest, service_time)
+        state.pod_times, state.service_time = pod_times, service_time
+        return earliest
+
+    def delete_service(self, key: str) -> None:
+        self._states.pop(key, None)
+
+
+def format_trigger_time(at: datetime) -> str:
+    """Go's time.RFC3339Nano in UTC: trailing zeros of the fraction dropped."""
+    text = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
+    return f"{text}Z"
+
+
+def with_trigger_time(plan: Plan, at: datetime | None) -> None:
+    """addTriggerTimeAnnotation on every slice the plan writes: set, or cleared when the
+    sync saw no new trigger."""
+    for written in [*plan.create, *plan.update]:
+        metadata = written.setdefault("metadata", {})
+        annotations = dict(metadata.get("annotations") or {})
+        if at is None:
+            annotations.pop(LAST_CHANGE_TRIGGER_TIME, None)
+        else:
+            annotations[LAST_CHANGE_TRIGGER_TIME] = format_trigger_time(at)
+        if annotations:
+            metadata["annotations"] = annotations
+        else:
+            metadata.pop("annotations", None)
+
+
 # -- which Services a pod change concerns (GetServicesToUpdateOnPodChange) -------------------
 
 
@@ -622,6 +701,7 @@ class EndpointSliceController(QueueController):
             base=SYNC_BACKOFF_SECONDS, cap=MAX_SYNC_BACKOFF_SECONDS))
         self.max_endpoints = max_endpoints_per_slice
         self.tracker = SliceTracker()
+        self.trigger_times = TriggerTimeTracker()
         self.services = indexed_by_namespace(factory.informer("services"))
         self.pods = indexed_by_namespace(factory.informer("pods"))
         self.nodes = factory.informer("nodes")
@@ -695,6 +775,7 @@ class EndpointSliceController(QueueController):
         service = self.services.get(key)
         if service is None:
             self.tracker.delete_service(key)
+            self.trigger_times.delete_service(key)
             return
         selector = service_selector(service)
         if selector is None:
@@ -707,6 +788,7 @@ class EndpointSliceController(QueueController):
             raise StaleInformerCache("EndpointSlice informer cache is out of date")
         plan = reconcile(service, pods, slices, self.nodes.get,
                          max_endpoints=self.max_endpoints)
+        with_trigger_time(plan, self.trigger_times.compute(key, service, pods))
         try:
             await self._apply(service, key, plan)
             if plan.errors:

@@ -15,11 +15,13 @@ import ipaddress
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 log = logging.getLogger("kube-proxy")
 
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 # kube-proxy's informers skip Services another proxy implements and headless ones
 # (server/pkg/proxy config: `!service.kubernetes.io/service-proxy-name,!...headless`).
 PROXYABLE_SELECTOR = "!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless"
@@ -166,6 +168,19 @@ def slice_endpoints(endpoint_slice: Mapping[str, Any]
                 terminating=_condition(conditions, "terminating", False),
                 node_name=str(endpoint.get("nodeName") or "")))
     return result
+
+
+def trigger_time(endpoint_slice: Mapping[str, Any]) -> float | None:
+    """The slice's `endpoints.kubernetes.io/last-change-trigger-time`, as a Unix time
+    (None when absent or malformed, as kube ignores it then)."""
+    text = ((endpoint_slice.get("metadata") or {}).get("annotations") or {}).get(
+        LAST_CHANGE_TRIGGER_TIME)
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def service_key_of_slice(endpoint_slice: Mapping[str, Any]) -> tuple[str, str] | None:

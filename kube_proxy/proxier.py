@@ -16,13 +16,14 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from common.client import GROUP_VERSIONS, ApiClient
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.metrics import Metrics, exponential_buckets
 from kube_proxy import iptables
-from kube_proxy.model import PROXYABLE_SELECTOR, endpoints_map, service_ports
+from kube_proxy.model import PROXYABLE_SELECTOR, endpoints_map, service_ports, trigger_time
 from kube_proxy.rules import Config
 from kube_proxy.syncer import Syncer, SyncResult
 
@@ -31,6 +32,10 @@ log = logging.getLogger("kube-proxy")
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 DEFAULT_PORT = 10256  # kube-proxy's healthz port
 FULL_SYNC_PERIOD = 3600.0  # kube's proxyutil.FullSyncPeriod
+# kube's: 0.25 s steps to 0.5, 1 s steps to 59, 5 s steps to 115, 30 s steps to 300.
+NETWORK_PROGRAMMING_BUCKETS = (
+    [0.25, 0.5] + [float(s) for s in range(1, 60)] + [float(s) for s in range(60, 120, 5)]
+    + [float(s) for s in range(120, 330, 30)])
 GROUP_VERSIONS_PROXY = {**GROUP_VERSIONS, "endpointslices": "discovery.k8s.io/v1"}
 
 
@@ -72,11 +77,16 @@ class Proxier:
                                               label_selector=PROXYABLE_SELECTOR,
                                               name="endpointslices")
         self.changed = asyncio.Event()
-        for informer in (self.services, self.slices):
-            informer.add_event_handler(on_add=lambda _obj: self.changed.set(),
-                                       on_update=lambda _old, _new: self.changed.set(),
-                                       on_delete=lambda _obj: self.changed.set(),
-                                       name="kube-proxy")
+        self.started_at = time.time()
+        self.trigger_times: list[float] = []  # of slice changes not yet in the rules
+        self.services.add_event_handler(on_add=lambda _obj: self.changed.set(),
+                                        on_update=lambda _old, _new: self.changed.set(),
+                                        on_delete=lambda _obj: self.changed.set(),
+                                        name="kube-proxy")
+        self.slices.add_event_handler(on_add=self._slice_changed,
+                                      on_update=lambda _old, new: self._slice_changed(new),
+                                      on_delete=lambda _obj: self.changed.set(),
+                                      name="kube-proxy")
         self.synced = asyncio.Event()
         self.last: SyncResult | None = None
         self.last_full_sync = 0.0
@@ -123,18 +133,29 @@ class Proxier:
             last_sync = time.monotonic()
             await self._sync_once(full=full)
 
+    def _slice_changed(self, endpoint_slice: Mapping[str, Any]) -> None:
+        at = trigger_time(endpoint_slice)
+        if at is not None and at > self.started_at:  # as kube: none from before its start
+            self.trigger_times.append(at)
+        self.changed.set()
+
     async def _sync_once(self, *, full: bool) -> None:
         ports = [p for s in self.services.list() for p in service_ports(s)]
         endpoints = endpoints_map(self.slices.list())
+        triggers, self.trigger_times = self.trigger_times, []
         try:
             result = await self.syncer.sync(ports, endpoints, full=full)
         except Exception as e:  # a failed sync is retried (fully) at the next period
             self.failures += 1
+            self.trigger_times = triggers + self.trigger_times
             self.changed.set()
             log.error("sync failed, retrying with a full sync: %s", e)
             await asyncio.sleep(self.options.min_sync_period)
             return
         self.last = result
+        done = time.time()
+        for at in triggers:
+            self.network_programming_seconds.observe(done - at)
         self.syncs["full" if result.full else "partial"] += 1
         self.sync_seconds.observe(result.seconds)
         (self.full_sync_seconds if result.full else self.partial_sync_seconds).observe(
@@ -169,6 +190,10 @@ class Proxier:
         self.partial_sync_seconds = found.histogram(
             "kubeproxy_sync_partial_proxy_rules_duration_seconds",
             "SyncProxyRules latency in seconds for partial resyncs", buckets=buckets)
+        self.network_programming_seconds = found.histogram(
+            "kubeproxy_network_programming_duration_seconds",
+            "In Cluster Network Programming Latency in seconds",
+            buckets=NETWORK_PROGRAMMING_BUCKETS)
         found.counter_func("kubeproxy_sync_proxy_rules_total",
                            "Syncs of the proxy rules, by kind (full or partial).", ("kind",),
                            lambda: [((kind,), n) for kind, n in self.syncs.items()])

@@ -63,6 +63,7 @@ def services_cluster(workdir: Path, nodes: list[str]) -> Iterator[ServicesCluste
     net = unique_service_net()
     etcd = Etcd(workdir).start()
     started: list[Any] = []
+    found: ServicesCluster | None = None
     try:
         apiserver = ApiServer(etcd, workdir, extra_args=[
             "--service-cluster-ip-range", f"{net}.0/24"]).start()
@@ -80,8 +81,11 @@ def services_cluster(workdir: Path, nodes: list[str]) -> Iterator[ServicesCluste
                 "--cluster-dns", f"{net}.10", "--cluster-domain", "cluster.local"]).start())
         kubectl = Kubectl(apiserver, workdir / "kubectl")
         wait_nodes_ready(kubectl, nodes)
-        yield ServicesCluster(apiserver, kubectl, nodes, proxies, dns, net, workdir)
+        found = ServicesCluster(apiserver, kubectl, nodes, proxies, dns, net, workdir)
+        yield found
     finally:
+        if found is not None:  # a test may have restarted a kube-proxy in its place
+            started += [p for p in found.proxies if p not in started]
         for process in reversed(started):
             process.stop()
         for proxy in started:

@@ -5,6 +5,7 @@ update and delete out."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,11 +14,14 @@ from controller_manager.endpointslice import (
     LABEL_HEADLESS,
     LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME,
+    LAST_CHANGE_TRIGGER_TIME,
     MANAGED_BY,
     SliceTracker,
+    TriggerTimeTracker,
     address_types,
     endpoint_ports,
     find_port,
+    format_trigger_time,
     pod_to_endpoint,
     port_key,
     reconcile,
@@ -25,6 +29,7 @@ from controller_manager.endpointslice import (
     services_to_update,
     should_pod_be_in_endpoints,
     slice_labels,
+    with_trigger_time,
 )
 
 SVC_UID = "svc-uid"
@@ -438,3 +443,63 @@ def test_tracker_orders_by_resource_version_without_generations() -> None:
     newer = copy.deepcopy(written_slice)
     newer["metadata"]["resourceVersion"] = "42"
     assert not tracker.should_sync(written_slice) and tracker.should_sync(newer)
+
+
+# -- last-change-trigger-time (kube's trigger_time_tracker_test.go) ----------------------------
+
+T0, T1, T2, T3 = (f"2026-01-01T00:00:0{i}Z" for i in range(4))
+
+
+def ready_at(name: str, at: str) -> dict[str, Any]:
+    found = pod(name)
+    found["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                      "lastTransitionTime": at}]
+    return found
+
+
+def created_at(at: str) -> dict[str, Any]:
+    found = service()
+    found["metadata"]["creationTimestamp"] = at
+    return found
+
+
+def stamp(at: datetime | None) -> str | None:
+    return None if at is None else format_trigger_time(at)
+
+
+def test_trigger_time_is_the_earliest_change_new_since_the_last_sync() -> None:
+    tracker = TriggerTimeTracker()
+    # First sync: everything is new, the Service's creation is the earliest.
+    assert stamp(tracker.compute("default/web", created_at(T0),
+                                 [ready_at("a", T1), ready_at("b", T2)])) == "2026-01-01T00:00:00Z"
+    # Nothing changed: no trigger.
+    assert tracker.compute("default/web", created_at(T0),
+                           [ready_at("a", T1), ready_at("b", T2)]) is None
+    # Two pods changed since: the earlier of them; an unchanged one does not count.
+    assert stamp(tracker.compute("default/web", created_at(T0), [
+        ready_at("a", T1), ready_at("b", T3), ready_at("c", T2)])) == "2026-01-01T00:00:02Z"
+    # A pod gone is no trigger (its deletion was seen when it began terminating).
+    assert tracker.compute("default/web", created_at(T0), [ready_at("b", T3)]) is None
+    # A pod without a Ready condition has no trigger time.
+    assert tracker.compute("default/web", created_at(T0), [ready_at("b", T3), pod("d")]) is None
+    # A Service deleted and recreated starts over.
+    tracker.delete_service("default/web")
+    assert stamp(tracker.compute("default/web", created_at(T3), [])) == "2026-01-01T00:00:03Z"
+
+
+def test_trigger_time_annotates_the_written_slices_and_clears_without_a_trigger() -> None:
+    svc = created_at(T0)
+    plan = reconcile(svc, [ready_at("a", T1)], [], node_of)
+    with_trigger_time(plan, datetime(2026, 1, 1, 0, 0, 1, 500000, tzinfo=UTC))
+    [written] = plan.create
+    assert written["metadata"]["annotations"] == {
+        LAST_CHANGE_TRIGGER_TIME: "2026-01-01T00:00:01.5Z"}
+    written["metadata"]["annotations"]["other"] = "kept"
+    again = reconcile(svc, [ready_at("a", T1), ready_at("b", T2)], [written], node_of)
+    with_trigger_time(again, None)
+    [updated] = again.update
+    assert updated["metadata"]["annotations"] == {"other": "kept"}
+    del written["metadata"]["annotations"]
+    once_more = reconcile(svc, [ready_at("a", T1), ready_at("c", T2)], [written], node_of)
+    with_trigger_time(once_more, None)
+    assert "annotations" not in once_more.update[0]["metadata"]

@@ -7,7 +7,9 @@ keeps flowing, as kube-proxy's restarts), `--cleanup` removes them."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ import httpx
 import pytest
 
 from common.client import ApiClient
+from common.models import format_micro_time
 from kube_proxy.proxier import GROUP_VERSIONS_PROXY
 from tests.docker_support import BUSYBOX_IMAGE
 from tests.proxy_support import (
@@ -151,6 +154,10 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
             slice_ = await api.get("endpointslices", f"{service_name}-abcde",
                                    namespace="default")
             slice_["endpoints"] = slice_["endpoints"][1:]
+            # As the EndpointSlice controller stamps its writes: kube-proxy measures from it.
+            slice_["metadata"].setdefault("annotations", {})[
+                "endpoints.kubernetes.io/last-change-trigger-time"] = format_micro_time(
+                    datetime.now(UTC))
             await api.update("endpointslices", slice_, namespace="default")
 
             async def only_second() -> bool:
@@ -170,6 +177,9 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
                 metrics = (await http.get("/metrics")).text
             assert 'kubeproxy_sync_proxy_rules_total{kind="partial"}' in metrics
             assert 'kubeproxy_sync_proxy_rules_iptables_total{table="nat"}' in metrics
+            programmed = re.search(
+                r"^kubeproxy_network_programming_duration_seconds_count (\S+)$", metrics, re.M)
+            assert programmed and float(programmed[1]) == 1, metrics
             # SIGTERM: kube-proxy leaves its rules in place.
             proxy.stop()
             assert own_lines(iptables_save("nat"), proxy.prefix)

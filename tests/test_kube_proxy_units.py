@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from kube_proxy.__main__ import config_of, parse_args
-from kube_proxy.model import Endpoint, service_ports, should_skip_service
+from kube_proxy.model import (
+    LAST_CHANGE_TRIGGER_TIME,
+    Endpoint,
+    service_ports,
+    should_skip_service,
+    trigger_time,
+)
 from kube_proxy.proxier import Schedule
 from kube_proxy.rules import Config, Names, build_tables
 
@@ -87,3 +93,14 @@ def test_external_and_load_balancer_ips_go_through_the_external_chain() -> None:
     assert ('-m comment --comment "ns4/svc4:p80 loadbalancer IP" -m tcp -p tcp -d 1.2.3.4 '
             "--dport 80 -j KUBE-EXT-4SW47YFZTEDKD3PK") in services
     assert tables["filter"]["KUBE-EXTERNAL-SERVICES"] == []
+
+
+@pytest.mark.parametrize(("annotation", "expected"), [
+    ("2026-01-01T00:00:01.5Z", 1767225601.5),
+    ("2026-01-01T00:00:01Z", 1767225601.0),
+    ("yesterday", None),
+    (None, None),
+])
+def test_trigger_time_of_a_slice(annotation: str | None, expected: float | None) -> None:
+    annotations = {} if annotation is None else {LAST_CHANGE_TRIGGER_TIME: annotation}
+    assert trigger_time({"metadata": {"annotations": annotations}}) == expected

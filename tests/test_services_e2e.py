@@ -10,13 +10,17 @@ restart: its rules reconciled as they were, nothing duplicated (`iptables -t nat
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
+from controller_manager.endpointslice import LAST_CHANGE_TRIGGER_TIME
 from tests.docker_support import BUSYBOX_IMAGE
 from tests.proxy_support import KubeProxyProcess, answers, http_get
 from tests.services_support import ServicesCluster, apply, nat_rules, services_cluster
@@ -26,6 +30,8 @@ pytestmark = pytest.mark.docker
 
 PROBE_PERIOD = 1  # seconds; failureThreshold 1: one failed probe and the pod is unready
 REQUESTS = 60
+DRAIN_SECONDS = 5  # the preStop pause of the rolling-update test
+MAX_OUTAGE_SECONDS = 5  # generous: kube-proxy's own minSyncPeriod is 1 s
 
 
 @pytest.fixture(scope="module")
@@ -139,20 +145,128 @@ async def test_a_service_by_name_by_node_port_with_readiness_and_a_proxy_restart
     proxy.kill()
     restarted = KubeProxyProcess(cluster.apiserver, cluster.workdir,
                                  node_name=cluster.nodes[0], prefix=proxy.prefix)
-    try:
-        restarted.start()
+    cluster.proxies[0] = restarted  # it serves the next tests; the cluster stops it
+    restarted.start()
 
-        async def reconciled() -> list[str] | None:
-            after = nat_rules(proxy.prefix)
-            return after if sorted(after) == before else None
+    async def reconciled() -> list[str] | None:
+        after = nat_rules(proxy.prefix)
+        return after if sorted(after) == before else None
 
-        after = await eventually(reconciled, timeout=30, what="the rules reconciled")
-        assert len(after) == len(set(after)), [r for r in after if after.count(r) > 1]
-        assert sorted(await answers(cluster_ip, 80, requests=REQUESTS)) == replicas
-        assert (await http_get("127.0.0.1", node_port)) in replicas
-    finally:
-        restarted.stop()
-        cluster.proxies[0] = restarted
+    after = await eventually(reconciled, timeout=30, what="the rules reconciled")
+    assert len(after) == len(set(after)), [r for r in after if after.count(r) > 1]
+    assert sorted(await answers(cluster_ip, 80, requests=REQUESTS)) == replicas
+    assert (await http_get("127.0.0.1", node_port)) in replicas
     cluster.kubectl("delete", "deployment", name)
     cluster.kubectl("delete", "service", name)
     cluster.kubectl("delete", "pod", f"{name}-client", "--wait=false")
+
+
+async def metrics_of(proxy: KubeProxyProcess) -> str:
+    async with httpx.AsyncClient(base_url=proxy.url) as http:
+        return (await http.get("/metrics")).text
+
+
+def longest_failing_window(failed_at: list[float], gap: float = 2.0) -> float:
+    """The longest stretch in which requests kept failing: failures less than `gap` s
+    apart are one stretch. An endpoint left in the rules after its replica died fails a
+    share of the requests until the end, one stretch as long as the rest of the run."""
+    longest, start = 0.0, None
+    for previous, at in zip([None, *failed_at], failed_at, strict=False):
+        if previous is None or at - previous >= gap:
+            start = at
+        assert start is not None
+        longest = max(longest, at - start)
+    return longest
+
+
+@pytest.mark.parametrize("drain", [0, DRAIN_SECONDS], ids=["no-prestop", "prestop-drain"])
+async def test_a_rolling_update_and_a_scale_down_send_no_request_to_a_dead_endpoint(
+        cluster: ServicesCluster, drain: int) -> None:
+    """While every replica is replaced and then two are scaled away, the Service is hit
+    non-stop. Replicas stop on SIGTERM, as real servers do. Without a preStop pause, a
+    request can meet a dead replica only until its endpoint leaves the rules (pod deleted
+    -> slice's ready=false -> kube-proxy's partial sync), a second or so, as on kube. With
+    kube's draining recipe, a preStop pause longer than that, not one request fails."""
+    name = unique("roll")
+    deployment, service = web(name)
+    spec = deployment["spec"]
+    spec["strategy"] = {"type": "RollingUpdate",
+                        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    pod_spec = spec["template"]["spec"]
+    pod_spec["terminationGracePeriodSeconds"] = 20
+    # As a real server does, and busybox httpd as PID 1 does not: stop on SIGTERM.
+    pod_spec["containers"][0]["command"][-1] = (
+        "mkdir -p /www; hostname > /www/index.html; trap 'kill $!; exit 0' TERM; "
+        "httpd -f -p 8080 -h /www & wait")
+    pod_spec["containers"][0]["lifecycle"] = {
+        "preStop": {"exec": {"command": ["sleep", str(drain)]}}}
+    apply(cluster.kubectl, deployment, service)
+
+    async def three_ready() -> dict[str, bool] | None:
+        ready = ready_endpoints(cluster, name)
+        return ready if len(ready) == 3 and all(ready.values()) else None
+
+    first = set(await eventually(three_ready, timeout=120, what="3 ready endpoints"))
+    # The controller stamps a slice write with its cause's time (here the last replica's
+    # Ready transition); kube-proxy measures from it to the rules programmed.
+    slices = json.loads(cluster.kubectl("get", "endpointslices", "-l",
+                                        f"kubernetes.io/service-name={name}", "-o", "json"))
+    stamped = [s["metadata"].get("annotations", {}).get(LAST_CHANGE_TRIGGER_TIME)
+               for s in slices["items"]]
+    assert stamped and all(stamped), slices
+    cluster_ip = json.loads(cluster.kubectl("get", "service", name, "-o", "json")
+                            )["spec"]["clusterIP"]
+    await eventually(lambda: answers(cluster_ip, 80, requests=10), timeout=30,
+                     what="the Service answering")
+
+    failed_at: list[float] = []
+    failures: list[str] = []
+    answered: list[str] = []
+    stop = asyncio.Event()
+
+    async def traffic() -> None:
+        while not stop.is_set():
+            try:
+                answered.append(await http_get(cluster_ip, 80, timeout=3))
+            except (OSError, TimeoutError) as error:
+                failed_at.append(time.monotonic())
+                failures.append(f"{time.monotonic():.1f}: {error!r}")
+            await asyncio.sleep(0.02)
+
+    sender = asyncio.create_task(traffic())
+    try:
+        await asyncio.to_thread(cluster.kubectl, "rollout", "restart", f"deployment/{name}")
+        await asyncio.to_thread(cluster.kubectl, "rollout", "status", f"deployment/{name}",
+                                "--timeout=240s")
+        await asyncio.to_thread(cluster.kubectl, "scale", f"deployment/{name}", "--replicas=1")
+
+        async def one_left() -> dict[str, bool] | None:
+            ready = ready_endpoints(cluster, name)
+            return ready if len(ready) == 1 and all(ready.values()) else None
+
+        survivor = set(await eventually(one_left, timeout=120, what="1 endpoint left"))
+        before = len(answered)
+
+        async def more_answered() -> bool:
+            return len(answered) >= before + 20
+
+        await eventually(more_answered, timeout=30, what="requests after the scale-down")
+    finally:
+        stop.set()
+        await sender
+    summary = f"{len(failures)} of {len(failures) + len(answered)} failed: {failures[:5]}"
+    if drain:
+        assert not failures, summary
+    else:
+        assert longest_failing_window(failed_at) < MAX_OUTAGE_SECONDS, summary
+    assert first & set(answered) and set(answered) - first, "traffic spans the rollout"
+    assert not first & survivor
+    assert set(answered[-10:]) == survivor
+
+    # kube-proxy measured the way from each stamped change to its rules.
+    metrics = await metrics_of(cluster.proxies[0])
+    programmed = re.search(
+        r"^kubeproxy_network_programming_duration_seconds_count (\S+)$", metrics, re.M)
+    assert programmed and float(programmed[1]) > 0, metrics
+    cluster.kubectl("delete", "deployment", name)
+    cluster.kubectl("delete", "service", name)
