@@ -121,6 +121,7 @@ class Options:
     cluster_dns_listen: str = ""  # where dnsmasq answers; "": Docker's bridge gateway, :53
     cluster_dns: str = DEFAULT_CLUSTER_DNS
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    service_cluster_ip_range: str = ""  # "": the apiserver's default, 10.96.0.0/12
     pause_image: str = DEFAULT_PAUSE_IMAGE
     docker_socket: str = DEFAULT_DOCKER_SOCKET
     startup_timeout: float = 90.0
@@ -299,10 +300,12 @@ def etcd_health_verify(options: Options) -> ssl.SSLContext | bool:
 
 def apiserver_component(options: Options) -> Component:
     """The apiserver: plain HTTP by default; with --secure, HTTPS only."""
+    services = (("--service-cluster-ip-range", options.service_cluster_ip_range)
+                if options.service_cluster_ip_range else ())
     if not options.secure:
         return Component("apiserver", "apiserver", (
             PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
-            "--bind-address", LOCALHOST, "--port", str(options.port),
+            "--bind-address", LOCALHOST, "--port", str(options.port), *services,
         ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),))
     certs = options.pki_dir
     return Component("apiserver", "apiserver", (
@@ -319,7 +322,7 @@ def apiserver_component(options: Options) -> Component:
         "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
         "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
         "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
-        "--kubelet-certificate-authority", str(certs / "ca.crt"),
+        "--kubelet-certificate-authority", str(certs / "ca.crt"), *services,
     ), health_url=f"{options.apiserver_url}/readyz",
         ports=(("apiserver", options.secure_port),))
 
@@ -895,6 +898,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
                              "(default: %(default)s)")
     parser.add_argument("--cluster-domain", default=DEFAULT_CLUSTER_DOMAIN,
                         help="the cluster's DNS domain (default: %(default)s)")
+    parser.add_argument("--service-cluster-ip-range", default="", metavar="CIDR",
+                        help="the Services' cluster IPs (default: the apiserver's, "
+                             "10.96.0.0/12); --cluster-dns must be inside it")
     parser.add_argument("--pause-image", default=DEFAULT_PAUSE_IMAGE,
                         help="pod sandbox image (default: %(default)s, built locally)")
     parser.add_argument("--docker-socket", default=DEFAULT_DOCKER_SOCKET)
@@ -919,7 +925,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
         kube_proxy_chain_prefixes=args.kube_proxy_chain_prefixes,
         cluster_dns_port=args.cluster_dns_port, cluster_dns_listen=args.cluster_dns_listen,
         cluster_dns=args.cluster_dns, cluster_domain=args.cluster_domain,
-        pause_image=args.pause_image, docker_socket=args.docker_socket,
+        service_cluster_ip_range=args.service_cluster_ip_range, pause_image=args.pause_image, docker_socket=args.docker_socket,
         startup_timeout=args.startup_timeout, secure=args.secure,
         secure_port=args.secure_port, authorization_mode=args.authorization_mode)
 

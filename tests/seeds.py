@@ -28,6 +28,7 @@ import yaml
 
 from cluster_dns.__main__ import docker_bridge_gateway
 from tests.docker_support import DOCKER_SOCKET, node_containers, remove_node_containers
+from tests.proxy_support import unique_service_net
 from tests.support import PYTHON, REPO, Process, eventually, free_port, wait_http_ok
 
 NS = "default"
@@ -232,6 +233,7 @@ class Launcher:
     @classmethod
     def fresh(cls, state_dir: Path) -> Launcher:
         scheduler_port = free_port()
+        service_net = unique_service_net()
         ports = ["--etcd-port", str(free_port()), "--etcd-peer-port", str(free_port()),
                  "--scheduler-port", str(scheduler_port),
                  "--controller-manager-port", str(free_port()),
@@ -243,7 +245,11 @@ class Launcher:
                      f"T{uuid.uuid4().hex[:4].upper()}{n}" for n in ("A", "B")),
                  "--cluster-dns-port", str(free_port()),
                  "--cluster-dns-listen",
-                 f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}"]
+                 f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}",
+                 # and cluster IPs of its own: two clusters' kube-proxies would otherwise
+                 # both claim 10.96.0.10 (each cluster's DNS) on the one host
+                 "--service-cluster-ip-range", f"{service_net}.0/24",
+                 "--cluster-dns", f"{service_net}.10"]
         return cls(state_dir=state_dir, nodes=Nodes.fresh("up"), port=free_port(),
                    scheduler_port=scheduler_port, ports=ports,
                    proxy=KubectlProxy(state_dir / "kubeconfig",

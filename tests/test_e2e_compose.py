@@ -9,6 +9,7 @@ compose down` must leave no container behind: neither the services' nor the pods
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -24,14 +25,16 @@ import pytest
 
 from cluster_dns.__main__ import docker_bridge_gateway
 from tests.docker_support import (
+    BUSYBOX_IMAGE,
     DOCKER_SOCKET,
     containers_with_labels,
     ensure_docker,
     node_containers,
     remove_node_containers,
 )
-from tests.seeds import KubectlProxy, Nodes, example, kubectl, run_seeds, running_on
-from tests.support import REPO, free_port
+from tests.proxy_support import unique_service_net
+from tests.seeds import KUBECTL, KubectlProxy, Nodes, example, kubectl, run_seeds, running_on
+from tests.support import REPO, eventually, free_port
 
 pytestmark = pytest.mark.docker
 
@@ -86,6 +89,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster
     build_images()
     nodes = Nodes.fresh("compose")
     project = f"kubelite-e2e-{uuid.uuid4().hex[:6]}"
+    service_net = unique_service_net()
     env = {**OFFLINE_IMAGES, "APISERVER_PORT": str(free_port()),
            "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
            "SCHEDULER_PORT": str(free_port()), "CONTROLLER_MANAGER_PORT": str(free_port()),
@@ -97,6 +101,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster
            "NODE1_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}A",
            "NODE2_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}B",
            "CLUSTER_DNS_PORT": str(free_port()),
+           # and cluster IPs of its own (each cluster's DNS would otherwise be 10.96.0.10)
+           "SERVICE_CLUSTER_IP_RANGE": f"{service_net}.0/24", "CLUSTER_DNS": f"{service_net}.10",
            "CLUSTER_DNS_LISTEN": f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}"}
     state = Path(tmp_path_factory.mktemp("compose")) / "state"
     env["KUBELITE_STATE"] = str(state)
@@ -166,6 +172,27 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
     kubelet = f"https://127.0.0.1:{cluster.env['NODE1_KUBELET_PORT']}/healthz"
     async with httpx.AsyncClient(verify=trust, timeout=10) as anonymous:
         assert (await anonymous.get(kubelet)).status_code == 401  # --anonymous-auth=false
+
+    # `kubectl expose` and a pod reaching the Service by name, as in the README.
+    serve = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"
+    kubectl(cluster.server, "create", "deployment", "web", f"--image={BUSYBOX_IMAGE}",
+            "--replicas=2", "--", "sh", "-c", serve)
+    kubectl(cluster.server, "expose", "deployment", "web", "--port=80", "--target-port=8080")
+    kubectl(cluster.server, "rollout", "status", "deployment/web", "--timeout=90s")
+    replicas = set(kubectl(cluster.server, "get", "pods", "-l", "app=web", "-o",
+                           "jsonpath={.items[*].metadata.name}").split())
+    assert len(replicas) == 2, replicas
+
+    async def answered_by_name() -> str | None:
+        done = await asyncio.to_thread(
+            subprocess.run, [str(KUBECTL), "--server", cluster.server, "run", "-i", "--rm", "client",
+             f"--image={BUSYBOX_IMAGE}", "--restart=Never", "--", "wget", "-qO-", "web"],
+            capture_output=True, text=True, timeout=90)
+        answer = done.stdout.split()[0] if done.returncode == 0 and done.stdout else ""
+        return answer if answer in replicas else None
+
+    assert await eventually(answered_by_name, timeout=60, interval=1,
+                            what="`wget -qO- web` from a pod answered by a replica")
 
     down = cluster.compose("down", "--volumes", "--timeout", "60", timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr

@@ -31,7 +31,7 @@ import yaml
 
 from tests.docker_support import BUSYBOX_IMAGE, ensure_docker, node_containers
 from tests.seeds import Launcher, alive, example, kubectl, label_node, run_seeds, running_on
-from tests.support import REPO
+from tests.support import REPO, eventually
 
 pytestmark = pytest.mark.docker
 
@@ -239,6 +239,31 @@ async def test_make_up_runs_the_seeds(launcher: Launcher) -> None:
     flow = user_kubectl("timeline", "pod/flow").stdout
     assert ": Ready after " in flow.splitlines()[0], flow
     user_kubectl("delete", "pod", "flow", "--wait=false")
+
+    # The README's Services walkthrough: expose a Deployment, reach it by name from a pod
+    # (the kubelet's resolv.conf -> this cluster's DNS -> its ClusterIP -> kube-proxy).
+    serve = "mkdir -p /www && hostname > /www/index.html && exec httpd -f -p 8080 -h /www"
+    user_kubectl("create", "deployment", "web", f"--image={BUSYBOX_IMAGE}", "--replicas=2",
+                 "--", "sh", "-c", serve)
+    user_kubectl("expose", "deployment", "web", "--port=80", "--target-port=8080")
+    user_kubectl("rollout", "status", "deployment/web", "--timeout=90s")
+    replicas = set(user_kubectl("get", "pods", "-l", "app=web", "-o",
+                                "jsonpath={.items[*].metadata.name}").stdout.split())
+    assert len(replicas) == 2, replicas
+
+    async def answered_by_name() -> str | None:
+        done = await asyncio.to_thread(
+            subprocess.run, [str(REPO / ".venv" / "bin" / "kubectl"), "run", "-i", "--rm", "client",
+             f"--image={BUSYBOX_IMAGE}", "--restart=Never", "--", "wget", "-qO-", "web"],
+            env=env, capture_output=True, text=True, timeout=90)
+        answer = done.stdout.split()[0] if done.returncode == 0 and done.stdout else ""
+        return answer if answer in replicas else None
+
+    # a retry only while the new slice reaches the kube-proxies and the DNS
+    assert await eventually(answered_by_name, timeout=60, interval=1,
+                            what="`wget -qO- web` from a pod answered by a replica")
+    user_kubectl("delete", "deployment", "web")
+    user_kubectl("delete", "service", "web")
 
 
 async def test_ctrl_c_stops_everything_state_survives_and_down_cleans_up(
