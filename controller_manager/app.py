@@ -20,6 +20,7 @@ from common import component
 from common.client import GROUP_VERSIONS, ApiClient
 from common.event_queue import QueuedRecorder
 from common.events import EventRecorder
+from common.http_pool import FastApiClient
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.metrics import Histogram, Merged, Metrics
@@ -37,7 +38,6 @@ from controller_manager import (
 )
 from controller_manager.controller import QueueController
 from controller_manager.podcontrol import IN_FLIGHT
-from controller_manager.transport import PooledTransport
 
 log = logging.getLogger("controller_manager")
 
@@ -47,7 +47,7 @@ LEASE_NAME = "kube-controller-manager"
 EVENT_FLUSH_SECONDS = 2.0  # at shutdown, for the Events still queued
 # One pooled client, its connections kept alive (a new connection per request is what
 # would cost the most), for the watches and the other requests; and a lean pool for the
-# pods' writes (controller_manager.transport), as many as PodControl has in flight.
+# pods' writes (common.http_pool), as many as PodControl has in flight.
 MAX_CONNECTIONS = 48
 WRITE_CONNECTIONS = IN_FLIGHT
 # The API groups the controllers use beyond the client's defaults.
@@ -155,11 +155,9 @@ class ControllerManager:
         self.options = options
         # The pods' creates and deletes on a lean pool of their own (watches stay on
         # `client`); the controllers get it through the factory's `writer`.
-        self.writer = ApiClient(
+        self.writer = FastApiClient(
             client.connection, user_agent="kube-controller-manager",
-            group_versions=CONTROLLER_GROUP_VERSIONS,
-            transport=PooledTransport(client.connection.server, size=WRITE_CONNECTIONS,
-                                      ssl_context=client.connection.ssl_context))
+            group_versions=CONTROLLER_GROUP_VERSIONS, max_connections=WRITE_CONNECTIONS)
         # its requests counted with the watches' in one set of rest_client metrics
         self.writer.rest_requests = client.rest_requests
         self.writer.rest_durations = client.rest_durations

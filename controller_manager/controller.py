@@ -96,7 +96,7 @@ class QueueController:
                  workers: int = 5, writer: ApiClient | None = None) -> None:
         self.client = factory.client
         # Where the controller's writes of many objects go (a lean pool of their own in
-        # the controller-manager: controller_manager.transport); else the client.
+        # the controller-manager: common.http_pool); else the client.
         self.writer = writer or factory.client
         self.recorder = recorder
         self.workers = workers

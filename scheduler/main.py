@@ -34,6 +34,7 @@ from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.event_queue import EventQueue
 from common.events import EventRecorder
+from common.http_pool import FastApiClient
 from common.informer import SharedInformerFactory
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timeline import scheduling_instants
@@ -50,7 +51,6 @@ from scheduler.framework import (
     score_summary,
 )
 from scheduler.hints import pod_event_could_help
-from scheduler.http import FastApiClient
 from scheduler.plugins import FILTERS, SCORERS
 from scheduler.pods import (
     UNSCHEDULABLE_NODES_ANNOTATION,

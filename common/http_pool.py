@@ -1,9 +1,11 @@
-"""The scheduler's API requests over a lean HTTP/1.1 keep-alive pool.
+"""API requests over a lean HTTP/1.1 keep-alive pool: the scheduler's binds and the
+controller-manager's object writes.
 
 Per bind, httpx + httpcore + anyio cost the scheduler more CPU than the whole
 scheduling cycle (bench/bench_scheduler.py, profiled with py-spy): request and
-response models, a pool that polls every idle socket, three layers of streams. The
-scheduler's requests are small JSON bodies with a JSON answer, so `Pool` writes them
+response models, a pool that polls every idle socket, three layers of streams; the same
+pool was most of the controller-manager's CPU when a ReplicaSet wrote hundreds of pods at
+once. These requests are small JSON bodies with a JSON answer, so `Pool` writes them
 on a kept-alive asyncio stream and reads the answer (Content-Length or chunked), and
 `FastApiClient` is `common.client.ApiClient` with its plain requests sent that way (and
 JSON by orjson); watches stay on httpx. Failures surface as the same `common.errors`
@@ -107,10 +109,11 @@ class _Conn:
 
 class Pool:
     """Kept-alive HTTP/1.1 connections to one server; one request per connection at
-    a time, as many connections as requests in flight."""
+    a time, as many connections as requests in flight, or at most `max_connections`
+    (then requests beyond it wait for a connection)."""
 
     def __init__(self, connection: Connection, *, headers: Mapping[str, str],
-                 timeout: float) -> None:
+                 timeout: float, max_connections: int | None = None) -> None:
         url = urlsplit(connection.server)
         self.tls = url.scheme == "https"
         self.host = url.hostname or "127.0.0.1"
@@ -123,10 +126,22 @@ class Pool:
         self.headers = dict(headers)
         self.timeout = timeout
         self._idle: list[_Conn] = []
+        self._max_idle = max(MAX_IDLE_CONNECTIONS, max_connections or 0)
+        self._slots = asyncio.Semaphore(max_connections) if max_connections else None
+        self.opened = 0  # connections made so far (for tests)
 
     async def request(self, method: str, path: str, *, params: Mapping[str, str] | None = None,
                       body: bytes | None = None, content_type: str = "application/json"
                       ) -> Answer:
+        if self._slots is None:
+            return await self._exchange(method, path, params=params, body=body,
+                                        content_type=content_type)
+        async with self._slots:
+            return await self._exchange(method, path, params=params, body=body,
+                                        content_type=content_type)
+
+    async def _exchange(self, method: str, path: str, *, params: Mapping[str, str] | None,
+                        body: bytes | None, content_type: str) -> Answer:
         target = self.base_path + path + (f"?{urlencode(params)}" if params else "")
         headers = dict(self.headers)
         if body is not None:
@@ -158,7 +173,7 @@ class Pool:
         except BaseException:  # cancelled mid-request: the connection's state is unknown
             self._discard(conn)
             raise
-        if answer.keep_alive and len(self._idle) < MAX_IDLE_CONNECTIONS:
+        if answer.keep_alive and len(self._idle) < self._max_idle:
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
@@ -178,6 +193,7 @@ class Pool:
         reader, writer = await asyncio.open_connection(
             self.host, self.port, ssl=self.ssl_context,
             server_hostname=self.host if self.tls else None)
+        self.opened += 1
         return _Conn(reader, writer)
 
     def _discard(self, conn: _Conn | None) -> None:
@@ -196,10 +212,12 @@ class FastApiClient(ApiClient):
     """`ApiClient` whose plain requests go through `Pool` (watches stay on httpx)."""
 
     def __init__(self, connection: str | Connection, *, timeout: float = 30.0,
-                 user_agent: str = "kubelite") -> None:
-        super().__init__(connection, timeout=timeout, user_agent=user_agent)
+                 user_agent: str = "kubelite", group_versions: Mapping[str, str] | None = None,
+                 max_connections: int | None = None) -> None:
+        super().__init__(connection, timeout=timeout, user_agent=user_agent,
+                         group_versions=group_versions)
         conn = connection if isinstance(connection, Connection) else plain(connection)
-        self._pool = Pool(conn, timeout=timeout, headers={
+        self.pool = Pool(conn, timeout=timeout, max_connections=max_connections, headers={
             "User-Agent": user_agent, "Accept": "application/json", **conn.headers})
 
     async def _request(self, method: str, path: str, *, params: dict[str, str] | None = None,
@@ -207,7 +225,7 @@ class FastApiClient(ApiClient):
         content = orjson.dumps(body) if body is not None else None
         started = time.perf_counter()
         try:
-            answer = await self._pool.request(method, path, params=params, body=content,
+            answer = await self.pool.request(method, path, params=params, body=content,
                                               content_type=content_type)
         except httpx.HTTPError:
             self.measured(method, "<error>", started)
@@ -226,5 +244,5 @@ class FastApiClient(ApiClient):
         return decoded
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        await self.pool.aclose()
         await super().aclose()

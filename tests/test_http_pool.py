@@ -1,5 +1,6 @@
-"""The scheduler's fast paths: its lean HTTP pool (scheduler.http) against a real
-socket server with canned answers."""
+"""The lean HTTP pool (common.http_pool) of the scheduler's binds and the
+controller-manager's writes: its framing, against a socket server with canned answers,
+then real writes through it to the secure apiserver (TLS, client certificate)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from common.errors import NotFound
-from scheduler.http import FastApiClient, parse_head, read_answer
+from common.errors import AlreadyExists, NotFound
+from common.http_pool import FastApiClient, parse_head, read_answer, read_chunked
+from tests.support import ApiServer, unique
 
 
 def answer(status: int, body: dict[str, Any], *, chunked: bool = False,
@@ -86,6 +88,13 @@ async def test_read_answer_decodes_chunked_and_sized_bodies() -> None:
         assert (got.status, json.loads(got.body)) == (200, {"kind": "Pod"})
 
 
+async def test_a_chunked_body_is_read_to_its_last_chunk_past_extensions_and_trailers() -> None:
+    reader = asyncio.StreamReader()
+    reader.feed_data(b"4\r\n{\"a\"\r\n3;ext=1\r\n:1}\r\n0\r\nTrailer: x\r\n\r\nNEXT")
+    assert await read_chunked(reader) == b'{"a":1}'
+    assert await reader.readexactly(4) == b"NEXT"  # the next response stays unread
+
+
 async def test_requests_share_one_kept_alive_connection_and_errors_are_api_errors() -> None:
     def reply(request: bytes) -> bytes:
         if b"/missing" in request:
@@ -122,3 +131,26 @@ async def test_a_connection_dropped_mid_request_is_a_transport_error() -> None:
             await client.bind("default", "web-1", "node-a")
 
 
+
+
+async def test_concurrent_writes_to_the_apiserver_stay_within_max_connections(
+        apiserver: ApiServer) -> None:
+    prefix = unique("pooled")
+    async with FastApiClient(apiserver.connection(), max_connections=4) as client:
+        names = [f"{prefix}-{i}" for i in range(60)]
+        await asyncio.gather(*(client.create("configmaps", {
+            "metadata": {"name": name}, "data": {"i": name}}, namespace="default")
+            for name in names))
+        assert client.pool.opened <= 4  # 60 requests, at most 4 at once, on kept connections
+        got = await client.get("configmaps", names[7], namespace="default")
+        assert got["data"] == {"i": names[7]}
+        with pytest.raises(AlreadyExists):
+            await client.create("configmaps", {"metadata": {"name": names[0]}},
+                                namespace="default")
+        with pytest.raises(NotFound):
+            await client.get("configmaps", f"{prefix}-missing", namespace="default")
+        await asyncio.gather(*(client.delete("configmaps", name, namespace="default")
+                               for name in names))
+        with pytest.raises(NotFound):
+            await client.get("configmaps", names[0], namespace="default")
+        assert client.pool.opened <= 4
