@@ -393,6 +393,8 @@ class Registry:
             if validate:
                 check_no_causes(resource, name, validation.validate_subresource_update(
                     resource, subresource, new, kv.value))
+                if resource.admit_update_lookup is not None and subresource is None:
+                    await resource.admit_update_lookup(new, kv.value, self)
             await self.admit_write(user, "UPDATE", resource, namespace, name, new, kv.value,
                                    subresource)
             reserves = validate and subresource is None

@@ -18,7 +18,7 @@ from apiserver.resources.priorityclasses import (
     validate_update,
 )
 from common import errors
-from tests.support import ApiServer, Kubectl, unique
+from tests.support import ApiServer, Kubectl, eventually, unique
 
 BASE = "/apis/scheduling.k8s.io/v1/priorityclasses"
 
@@ -202,8 +202,32 @@ async def test_only_one_global_default(http: httpx.AsyncClient) -> None:
             f"{first} is already marked as default. Only one default can exist")
         reserved = await http.post(BASE, json=pc("system-mine", 5))
         assert reserved.status_code == 422
+        # Nor may an existing class become a second default, by a patch or a PUT.
+        assert (await http.post(BASE, json=pc(second, 6))).status_code == 201
+        patched = await http.patch(f"{BASE}/{second}", json={"globalDefault": True},
+                                   headers={"Content-Type": "application/merge-patch+json"})
+        assert patched.status_code == 403, patched.text
+        assert "is already marked as default. Only one default can exist" in (
+            patched.json()["message"])
+        stored = (await http.get(f"{BASE}/{second}")).json()
+        assert not stored.get("globalDefault")
+        stored["globalDefault"] = True
+        assert (await http.put(f"{BASE}/{second}", json=stored)).status_code == 403
+        # The default itself may be updated, and handed over once it is no longer one.
+        described = await http.patch(f"{BASE}/{first}", json={"description": "the default"},
+                                     headers={"Content-Type": "application/merge-patch+json"})
+        assert described.status_code == 200, described.text
+        assert (await http.patch(f"{BASE}/{first}", json={"globalDefault": False}, headers={
+            "Content-Type": "application/merge-patch+json"})).status_code == 200
+
+        async def handed_over() -> bool:  # once the watch cache admission reads has it
+            return (await http.patch(f"{BASE}/{second}", json={"globalDefault": True}, headers={
+                "Content-Type": "application/merge-patch+json"})).status_code == 200
+
+        assert await eventually(handed_over, timeout=10, what="the default handed over")
     finally:
         await http.delete(f"{BASE}/{first}")
+        await http.delete(f"{BASE}/{second}")
 
 
 def test_kubectl_get_priorityclasses(apiserver: ApiServer, tmp_path: Path) -> None:

@@ -108,6 +108,9 @@ class Resource:
     # Admission that reads other objects, on create, before the defaults: (the object,
     # the registry) -> None, changing it in place or refusing it (Priority admission).
     admit_lookup: Callable[[Object, Any], Awaitable[None]] | None = None
+    # The same on update (a PUT, a patch, an apply; not a subresource), after validation:
+    # (the new object, the stored one, the registry) -> None or refused.
+    admit_update_lookup: Callable[[Object, Object, Any], Awaitable[None]] | None = None
     # Fields `default` sets on create as kube's admission plugins do (after the field
     # manager recorded the create): the creator manages them only when it sent them.
     admission_defaults: tuple[tuple[str, ...], ...] = ()

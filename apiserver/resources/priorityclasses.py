@@ -196,6 +196,11 @@ async def admit_new_class(pc: Object, registry: Any) -> None:
     admit_priority_class(pc, (await current_classes(registry)).values())
 
 
+async def admit_updated_class(pc: Object, old: Object, registry: Any) -> None:
+    """As on create: a class turned globalDefault while another is refused."""
+    admit_priority_class(pc, (await current_classes(registry)).values())
+
+
 def prepare_for_delete(pc: Object, grace_period: int | None) -> Object | None:
     """The system classes cannot be deleted (kube's priorityclass REST Delete)."""
     name = _name(pc)
@@ -254,6 +259,7 @@ PRIORITY_CLASSES = Resource(
         "value. The value can be any valid integer.")},
     default=default_priority_class, validate=validate_priority_class,
     validate_update=validate_update, tracks_generation=False,
-    admit_lookup=admit_new_class, prepare_for_delete=prepare_for_delete,
+    admit_lookup=admit_new_class, admit_update_lookup=admit_updated_class,
+    prepare_for_delete=prepare_for_delete,
     columns=COLUMNS, cells=priority_class_cells,
 )
