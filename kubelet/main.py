@@ -44,6 +44,7 @@ from common.authn import load_ca_bundle
 from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.flags import boolean
+from common.http_pool import FastApiClient
 from common.informer import Informer
 from common.kubeconfig import connection
 from common.tls import server_context
@@ -310,9 +311,10 @@ async def run(args: argparse.Namespace) -> None:
                             memory_capacity=int(capacity[MEMORY]),
                             pods_dir=os.path.join(args.root_dir, "pods"),
                             node_ip=args.node_ip, allocatable=node_allocatable)
-    api = ApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
-                    user_agent=f"kubelet/{node_name}",
-                    group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
+    # status writes, Events and reads on the lean pool, as the scheduler's binds
+    api = FastApiClient(connection(kubeconfig=args.kubeconfig, server=args.apiserver),
+                        user_agent=f"kubelet/{node_name}",
+                        group_versions={**GROUP_VERSIONS, **REVIEW_GROUP_VERSIONS})
     api.add_metrics(metrics.metrics)
     recorder = EventRecorder(api, component="kubelet", host=node_name)
     status = StatusManager(api)
