@@ -15,6 +15,7 @@ this module's own (kubelet/docker.py is the pod runtime's client).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import struct
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -147,6 +148,14 @@ class DockerStreams:
                            "stderr": int(stderr)})
         return await self._hijack(f"/containers/{segment(container_id)}/attach?{query}",
                                   None, tty=tty)
+
+    async def wait_not_running(self, container_id: str) -> None:
+        """Until the container is not running (at once when it is not, or is gone)."""
+        async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=self.socket_path),
+                                     base_url="http://docker", timeout=None) as client:
+            with contextlib.suppress(httpx.HTTPError):
+                await client.post(f"/containers/{segment(container_id)}/wait",
+                                  params={"condition": "not-running"})
 
     async def exec_exit_code(self, exec_id: str) -> int | None:
         for _ in range(50):  # the stream can end a moment before Docker records the exit

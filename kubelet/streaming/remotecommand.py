@@ -237,6 +237,8 @@ async def spdy_session(spdy: SpdySession, options: Options,
 
 # -- running it ----------------------------------------------------------------------
 
+DRAIN_SECONDS = 1.0
+
 async def _feed_stdin(session: Session, hijacked: HijackedStream, *, close: bool) -> None:
     while data := await session.stdin.get():
         await hijacked.write(data)
@@ -257,19 +259,29 @@ async def _copy_output(session: Session, hijacked: HijackedStream) -> None:
 
 
 async def run(session: Session, hijacked: HijackedStream, options: Options,
-              resize: Callable[[int, int], Awaitable[None]], *, close_stdin: bool) -> None:
+              resize: Callable[[int, int], Awaitable[None]], *, close_stdin: bool,
+              exited: Awaitable[None] | None = None) -> None:
     """Copy stdin in and output out until the process closes its output. `close_stdin`:
     whether the client's end of stdin closes the process's (Docker ends an attach whose
-    stdin closes, unless the container's stdin is `stdinOnce`: it then sees the EOF)."""
+    stdin closes, unless the container's stdin is `stdinOnce`: it then sees the EOF).
+    `exited`: done when the process is gone; its output then gets DRAIN_SECONDS to end
+    (Docker can keep an attach open that began as the container was exiting)."""
     helpers = [asyncio.create_task(_resize(session, resize), name="resize"),
                asyncio.create_task(session.gone.wait(), name="gone")]
     if options.stdin:
         helpers.append(asyncio.create_task(_feed_stdin(session, hijacked, close=close_stdin),
                                            name="stdin"))
+    gone = helpers[1]
+    ending = {gone}
+    if exited is not None:
+        helpers.append(process_exit := asyncio.ensure_future(exited))
+        ending.add(process_exit)
     output = asyncio.create_task(_copy_output(session, hijacked), name="output")
     try:
         # a client that goes away ends the session (Docker closes the process's streams)
-        await asyncio.wait({output, helpers[1]}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({output, *ending}, return_when=asyncio.FIRST_COMPLETED)
+        if output not in done and gone not in done:
+            await asyncio.wait({output, gone}, timeout=DRAIN_SECONDS)
         if not output.done():
             output.cancel()
             await asyncio.gather(output, return_exceptions=True)
@@ -325,6 +337,7 @@ async def serve_attach(session: Session, docker: DockerStreams, container_id: st
     async def resize(width: int, height: int) -> None:
         await docker.resize_container(container_id, width=width, height=height)
 
-    await run(session, hijacked, options, resize, close_stdin=stdin_once)
+    await run(session, hijacked, options, resize, close_stdin=stdin_once,
+              exited=docker.wait_not_running(container_id))
     log.info("%s: attach ended", where)
     await session.end(exit_status(0, ()))
