@@ -109,6 +109,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--anonymous-auth", type=boolean, nargs="?", const=True, default=True,
                    metavar="BOOL",
                    help="requests with no credentials are system:anonymous (default true)")
+    p.add_argument("--enable-bootstrap-token-auth", type=boolean, nargs="?", const=True,
+                   default=False, metavar="BOOL",
+                   help="bootstrap tokens (kube-system Secrets of type "
+                        "bootstrap.kubernetes.io/token) authenticate, for nodes that join "
+                        "(default false)")
     p.add_argument("--authorization-mode", type=comma_list, default=("AlwaysAllow",),
                    help=f"comma-separated, in order, of {', '.join(MODES)} "
                         f"(default AlwaysAllow)")
@@ -258,8 +263,10 @@ def authenticator(args: argparse.Namespace, front: Any = None) -> Authenticator:
         sys.exit(1)
     service_accounts = (front.service_account_user
                         if front is not None and front.server.service_accounts else None)
+    bootstrap = (front.bootstrap_token_user
+                 if front is not None and args.enable_bootstrap_token_auth else None)
     return Authenticator(client_cas=cas, tokens=tokens, anonymous=args.anonymous_auth,
-                         service_account_tokens=service_accounts)
+                         service_account_tokens=service_accounts, bootstrap_tokens=bootstrap)
 
 
 def kubelet_client_context(args: argparse.Namespace) -> ssl.SSLContext | None:

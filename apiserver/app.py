@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -40,7 +41,7 @@ from apiserver import (
 )
 from apiserver.auth import Authorizer, UserInfo, request_user
 from apiserver.auth.admission import write_checks
-from apiserver.auth.authn import AuthenticationFailed
+from apiserver.auth.authn import AuthenticationFailed, with_authenticated
 from apiserver.auth.bootstrap import reconcile as reconcile_bootstrap_policy
 from apiserver.auth.modes import build_authorizer
 from apiserver.auth.serviceaccount import InvalidToken, ServiceAccountTokens
@@ -67,6 +68,7 @@ from apiserver.resources.namespaces import ensure_default_namespaces
 from apiserver.resources.nodes import NODES
 from apiserver.resources.pods import PODS
 from apiserver.resources.priorityclasses import ensure_system_priority_classes
+from apiserver.resources.secrets import SECRETS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
 from apiserver.selectors import parse_field_selector, parse_label_selector
@@ -74,6 +76,10 @@ from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
 from apiserver.watch import WatchRequest, open_watch, watch_lines
 from common import errors
+from common.bootstraptoken import SYSTEM_NAMESPACE as BOOTSTRAP_NAMESPACE
+from common.bootstraptoken import authenticate as authenticate_bootstrap_token
+from common.bootstraptoken import parse_token as parse_bootstrap_token
+from common.bootstraptoken import secret_name as bootstrap_secret_name
 from common.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from common.models import Binding, Scale, TokenRequest
 from common.upgrade import hijacker
@@ -935,6 +941,20 @@ class ResourceFront:
                 pod_uid=uid_of(PODS), audiences=audiences)
         except InvalidToken as e:
             raise AuthenticationFailed(str(e)) from None
+
+    async def bootstrap_token_user(self, token: str, audiences: Sequence[str] = ()) -> tuple[
+            UserInfo, list[str]]:
+        """The user of a bootstrap token (`system:bootstrap:ID`, common/bootstraptoken.py),
+        while its kube-system Secret vouches for it; AuthenticationFailed otherwise."""
+        parsed = parse_bootstrap_token(token)
+        if parsed is None:
+            raise AuthenticationFailed("not a bootstrap token")
+        secret = await self.server.registry.get_recent(
+            SECRETS, BOOTSTRAP_NAMESPACE, bootstrap_secret_name(parsed.id))
+        user = authenticate_bootstrap_token(token, secret, datetime.now(UTC))
+        if user is None:
+            raise AuthenticationFailed(f"bootstrap token {parsed.id!r} is not valid")
+        return with_authenticated(UserInfo(user.name, groups=user.groups)), list(audiences)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":

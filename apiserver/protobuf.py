@@ -21,6 +21,7 @@ nothing): what the server cannot read is never silently dropped.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -97,6 +98,8 @@ INT_OR_STRING = "IntOrString"  # intstr {int64 type = 1; int32 intVal = 2; strin
 STRING_MAP = "map<string,string>"
 QUANTITY_MAP = "map<string,Quantity>"
 BYTES_MAP = "map<string,bytes>"  # a Secret's data, ConfigMap's binaryData: base64 in JSON
+BYTES = "bytes"  # []byte: base64 in JSON
+FIELDS_V1 = "FieldsV1"  # meta/v1 FieldsV1 {bytes Raw = 1}: the JSON object it holds
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +136,12 @@ MESSAGES: dict[str, dict[int, F]] = {
         9: ptr("deletionTimestamp", TIME), 10: ptr("deletionGracePeriodSeconds", INT),
         11: F("labels", STRING_MAP), 12: F("annotations", STRING_MAP),
         13: rep("ownerReferences", "OwnerReference"), 14: rep("finalizers", STRING),
-        15: refused("clusterName", STRING), 17: refused("managedFields", repeated=True)},
+        15: refused("clusterName", STRING), 17: rep("managedFields", "ManagedFieldsEntry")},
+    # what a client read back and sends again in an update (kubectl certificate approve)
+    "ManagedFieldsEntry": {1: F("manager", STRING), 2: F("operation", STRING),
+                           3: F("apiVersion", STRING), 4: ptr("time", TIME),
+                           6: F("fieldsType", STRING), 7: ptr("fieldsV1", FIELDS_V1),
+                           8: F("subresource", STRING)},
     "OwnerReference": {
         5: F("apiVersion", STRING), 1: F("kind", STRING), 3: F("name", STRING),
         4: F("uid", STRING), 6: ptr("controller", BOOL), 7: ptr("blockOwnerDeletion", BOOL)},
@@ -517,6 +525,22 @@ MESSAGES: dict[str, dict[int, F]] = {
                   10: refused("failedIndexes", pointer=True),
                   8: refused("uncountedTerminatedPods", pointer=True),
                   11: refused("terminating", pointer=True), 9: refused("ready", pointer=True)},
+    # k8s.io/api certificates/v1 (`kubectl certificate approve` and `deny` send these)
+    "CertificateSigningRequest": {1: F("metadata", "ObjectMeta"),
+                                  2: F("spec", "CertificateSigningRequestSpec"),
+                                  3: F("status", "CertificateSigningRequestStatus")},
+    "CertificateSigningRequestSpec": {1: F("request", BYTES), 7: F("signerName", STRING),
+                                      8: ptr("expirationSeconds", INT), 5: rep("usages", STRING),
+                                      2: F("username", STRING), 3: F("uid", STRING),
+                                      4: rep("groups", STRING),
+                                      6: refused("extra", repeated=True)},
+    "CertificateSigningRequestStatus": {
+        1: rep("conditions", "CertificateSigningRequestCondition"),
+        2: F("certificate", BYTES)},
+    "CertificateSigningRequestCondition": {1: F("type", STRING), 6: F("status", STRING),
+                                           2: F("reason", STRING), 3: F("message", STRING),
+                                           4: F("lastUpdateTime", TIME),
+                                           5: F("lastTransitionTime", TIME)},
 }
 
 # -- decoding ----------------------------------------------------------------------------
@@ -608,6 +632,10 @@ def _value(spec: F, value: int | bytes, path: str) -> Any:
     if kind == BYTES_MAP:
         key, item = _map_entry(raw, path)
         return _text(key, path), base64.b64encode(item).decode()
+    if kind == BYTES:
+        return base64.b64encode(raw).decode()
+    if kind == FIELDS_V1:
+        return fields_v1(raw, path)
     return decode_message(kind, raw, path)
 
 
@@ -634,6 +662,18 @@ def _map_entry(raw: bytes, path: str) -> tuple[bytes, bytes]:
         else:
             raise ValueError(f"{path}: a map entry has field {number}")
     return key, item
+
+
+def fields_v1(raw: bytes, path: str) -> Any:
+    for number, value in fields(raw):
+        if number != 1:
+            raise Unreadable(f"{_shown(path)} has field number {number}, which is not a field "
+                             "of FieldsV1 this server knows")
+        try:
+            return json.loads(_bytes(value, path))
+        except ValueError:
+            raise ValueError(f"{path}: not a JSON object") from None
+    return {}
 
 
 def quantity(raw: bytes, path: str) -> str:
@@ -707,6 +747,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "Job": ("batch/v1",),
     "Service": ("v1",),
     "EndpointSlice": ("discovery.k8s.io/v1",),
+    "CertificateSigningRequest": ("certificates.k8s.io/v1",),
 }
 
 

@@ -245,6 +245,8 @@ class Registry:
         the caller recorded them already, as an apply does)."""
         pruned, unknown = (body, []) if decoded else decode(resource, body, strict=strict)
         obj = objects.prepare_for_create(resource, pruned, namespace=namespace)
+        if resource.prepare_for_user is not None:
+            resource.prepare_for_user(obj, user)
         if resource.admit_lookup is not None:
             await resource.admit_lookup(obj, self)
         obj = objects.default_object(resource, obj)

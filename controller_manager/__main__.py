@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime
+import sys
+from pathlib import Path
 
 import uvloop
 
@@ -17,6 +20,7 @@ from controller_manager.app import (
     controller_flag_errors,
     serve,
 )
+from controller_manager.certificates import SigningCA
 from controller_manager.nodelifecycle import Config as NodeLifecycleConfig
 
 
@@ -42,6 +46,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                  "a node not heard from for this long goes Ready=Unknown")
     add_duration(parser, "--node-startup-grace-period", 60.0,
                  "the same for a node that never posted a Ready condition")
+    parser.add_argument("--cluster-signing-cert-file",
+                        help="the CA certificate (PEM) csrsigning issues certificates with")
+    parser.add_argument("--cluster-signing-key-file", help="its private key (PEM)")
+    add_duration(parser, "--cluster-signing-duration", 365 * 24 * 3600.0,
+                 "the longest a signed certificate is valid for")
     component.add_endpoint_flags(parser, bind_address=DEFAULT_BIND_ADDRESS, port=DEFAULT_PORT,
                                  kube_name="kube-controller-manager")
     component.add_leader_election_flags(parser, lease_name=LEASE_NAME,
@@ -49,6 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     component.add_log_level_flag(parser)
     args = parser.parse_args(argv)
     errors = controller_flag_errors(args.controllers) + component.leader_election_errors(args)
+    if bool(args.cluster_signing_cert_file) != bool(args.cluster_signing_key_file):
+        errors.append("--cluster-signing-cert-file and --cluster-signing-key-file go together")
     if args.concurrent_syncs < 1:
         errors.append("--concurrent-syncs must be at least 1")
     if errors:
@@ -65,7 +76,19 @@ def options_from(args: argparse.Namespace) -> Options:
             monitor_period=args.node_monitor_period,
             grace_period=args.node_monitor_grace_period,
             startup_grace_period=args.node_startup_grace_period),
-        concurrent_syncs=args.concurrent_syncs)
+        concurrent_syncs=args.concurrent_syncs, signing_ca=signing_ca(args))
+
+
+def signing_ca(args: argparse.Namespace) -> SigningCA | None:
+    """The CA of --cluster-signing-*-file; a clear exit when it cannot be loaded."""
+    if not args.cluster_signing_cert_file:
+        return None
+    try:
+        return SigningCA.load(Path(args.cluster_signing_cert_file).read_bytes(),
+                              Path(args.cluster_signing_key_file).read_bytes(),
+                              datetime.timedelta(seconds=args.cluster_signing_duration))
+    except (OSError, ValueError, TypeError) as e:
+        sys.exit(f"controller-manager cannot load its signing CA: {e}")
 
 
 def main(argv: list[str] | None = None) -> None:

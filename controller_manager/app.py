@@ -26,6 +26,8 @@ from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.metrics import Histogram, Merged, Metrics
 from common.workqueue import DURATION_BUCKETS, QUEUE_DURATION, WORK_DURATION, WorkQueue
 from controller_manager import (
+    bootstrap,
+    certificates,
     deployment,
     endpointslice,
     garbagecollector,
@@ -53,7 +55,8 @@ WRITE_CONNECTIONS = IN_FLIGHT
 # The API groups the controllers use beyond the client's defaults.
 CONTROLLER_GROUP_VERSIONS = {**GROUP_VERSIONS, "replicasets": "apps/v1",
                              "deployments": "apps/v1", "jobs": "batch/v1",
-                             "endpointslices": "discovery.k8s.io/v1"}
+                             "endpointslices": "discovery.k8s.io/v1",
+                             **certificates.CSR_GROUP_VERSIONS}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class Options:
         default_factory=lambda: LeaderElectionConfig(name=LEASE_NAME))
     node_lifecycle: nodelifecycle.Config = field(default_factory=nodelifecycle.Config)
     concurrent_syncs: int = 5
+    # --cluster-signing-cert-file and --cluster-signing-key-file, loaded: what csrsigning
+    # signs with (None: it does not run)
+    signing_ca: certificates.SigningCA | None = None
 
 
 # -- which controllers run (pure) --------------------------------------------------------------
@@ -90,6 +96,10 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(namespace.NAME, aliases=("namespace",)),
     ControllerSpec(ttlafterfinished.NAME, aliases=("ttl-after-finished",)),
     ControllerSpec(endpointslice.NAME, aliases=("endpointslice",)),
+    ControllerSpec(certificates.APPROVING, aliases=("csrapproving",)),
+    ControllerSpec(certificates.SIGNING, aliases=("csrsigning",)),
+    ControllerSpec(bootstrap.SIGNER, aliases=("bootstrap-signer",), disabled_by_default=True),
+    ControllerSpec(bootstrap.CLEANER, aliases=("token-cleaner",), disabled_by_default=True),
 )
 
 
@@ -101,6 +111,9 @@ QUEUE_CONTROLLERS: dict[str, Callable[..., QueueController]] = {
     job.NAME: job.JobController,
     ttlafterfinished.NAME: ttlafterfinished.TTLAfterFinishedController,
     endpointslice.NAME: endpointslice.EndpointSliceController,
+    certificates.APPROVING: certificates.CSRApprovingController,
+    bootstrap.SIGNER: bootstrap.BootstrapSignerController,
+    bootstrap.CLEANER: bootstrap.TokenCleanerController,
 }
 # The event source of the controllers whose recorder is not named as the controller.
 EVENT_COMPONENTS: dict[str, str] = {endpointslice.NAME: endpointslice.EVENT_COMPONENT}
@@ -181,7 +194,15 @@ class ControllerManager:
                     self.factory, self.recorder("node-controller"),
                     self.options.node_lifecycle).run
                 continue
-            if name in QUEUE_CONTROLLERS:
+            if name == certificates.SIGNING:
+                if self.options.signing_ca is None:
+                    log.info("%s: not started: no --cluster-signing-cert-file and "
+                             "--cluster-signing-key-file", name)
+                    continue
+                queued = certificates.CSRSigningController(
+                    self.factory, self.recorder(name), ca=self.options.signing_ca,
+                    workers=workers, writer=self.writer)
+            elif name in QUEUE_CONTROLLERS:
                 queued = QUEUE_CONTROLLERS[name](self.factory,
                                                  self.recorder(EVENT_COMPONENTS.get(name, name)),
                                                  workers=workers, writer=self.writer)

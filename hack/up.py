@@ -322,7 +322,8 @@ def apiserver_component(options: Options) -> Component:
         "--etcd-keyfile", str(certs / "apiserver-etcd-client.key"),
         "--kubelet-client-certificate", str(certs / "apiserver-kubelet-client.crt"),
         "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
-        "--kubelet-certificate-authority", str(certs / "ca.crt"), *services,
+        "--kubelet-certificate-authority", str(certs / "ca.crt"),
+        "--enable-bootstrap-token-auth", *services,
     ), health_url=f"{options.apiserver_url}/readyz",
         ports=(("apiserver", options.secure_port),))
 
@@ -384,9 +385,15 @@ def controller_manager_component(options: Options) -> Component:
     """The controller-manager (node lifecycle, taint eviction, ...); ready when its
     /readyz says so. One instance, so no leader election, as for the scheduler."""
     port = options.controller_manager_port
+    # as kubeadm runs it: the bootstrap-token controllers on, and the cluster CA signing
+    # the certificates of nodes that join
+    joining = (("--controllers", "*,bootstrapsigner,tokencleaner",
+                "--cluster-signing-cert-file", str(options.pki_dir / "ca.crt"),
+                "--cluster-signing-key-file", str(options.pki_dir / "ca.key"))
+               if options.secure else ())
     return Component("controller-manager", "controller-manager", (
         PYTHON, "-m", "controller_manager", *connect_args(options, "controller-manager.conf"),
-        "--leader-elect=false", "--bind-address", LOCALHOST, "--port", str(port),
+        "--leader-elect=false", "--bind-address", LOCALHOST, "--port", str(port), *joining,
     ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
         ports=(("controller-manager", port),) if port else ())
 
@@ -439,6 +446,9 @@ def next_steps(options: Options) -> str:
         curl,
         f"  {kubectl} proxy --port 8001 &                  # the dashboard, as you: "
         "http://127.0.0.1:8001/dashboard/",
+        *([f"  .venv/bin/python -m common.bootstraptoken --kubeconfig "
+           f"{shown_path(options.kubeconfig)} create --print-join-command  # a node joins"]
+          if options.secure else []),
         "",
         f"Logs: {shown_path(options.logs_dir)}/<component>.log. "
         "Stop: Ctrl-C here, or `make down` (which also removes the pods' containers).",
@@ -658,6 +668,8 @@ class Cluster:
                           else True)
                 self.wait_until(f"{component.name} ({component.health_url})",
                                 functools.partial(http_ok, component.health_url, verify))
+            if component.kind == "apiserver" and self.options.secure:
+                self.say(publish_cluster_info(self.options))
         nodes = self.options.nodes
         verify = health_verify(self.options)
         self.wait_until("the nodes", lambda: all(
@@ -690,6 +702,19 @@ class Cluster:
             for prefix in self.options.chain_prefixes:
                 self.say(remove_proxy_rules(prefix))
         self.options.pid_file.unlink(missing_ok=True)
+
+
+def publish_cluster_info(options: Options) -> str:
+    """kubeadm init's bootstrap-token phase: kube-public/cluster-info (the server and CA a
+    joining node verifies with its token) and the RBAC that lets tokens join."""
+    done = subprocess.run(
+        [PYTHON, "-m", "common.bootstraptoken", "--kubeconfig", str(options.kubeconfig),
+         "setup", "--server", options.apiserver_url, "--ca", str(options.pki_dir / "ca.crt")],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise UserError(f"could not publish cluster-info: {last}")
+    return done.stdout.strip()
 
 
 def remove_proxy_rules(prefix: str) -> str:

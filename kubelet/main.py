@@ -41,6 +41,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from common.authn import load_ca_bundle
+from common.bootstraptoken import parse_token
 from common.client import GROUP_VERSIONS, ApiClient
 from common.events import EventRecorder
 from common.flags import boolean
@@ -64,6 +65,13 @@ from kubelet.allocatable import (
 )
 from kubelet.auth import MODES as AUTHZ_MODES
 from kubelet.auth import REVIEW_GROUP_VERSIONS, KubeletAuth, webhook_reviewers, with_auth
+from kubelet.bootstrap import (
+    BootstrapError,
+    ensure_client_certificate,
+    ensure_serving_certificate,
+    join,
+    parse_hashes,
+)
 from kubelet.dns import DnsSettings
 from kubelet.docker import DEFAULT_SOCKET, DockerClient, DockerRuntime
 from kubelet.docker_stream import DockerStreams
@@ -144,12 +152,33 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-level", default="info",
                         choices=["debug", "info", "warning", "error"])
     add_auth_flags(parser)
+    add_join_flags(parser)
     args = parser.parse_args(argv)
+    if args.token or args.server or args.discovery_token_ca_cert_hash:
+        if not (args.token and args.server and args.discovery_token_ca_cert_hash):
+            parser.error("--server, --token and --discovery-token-ca-cert-hash go together")
+        if parse_token(args.token) is None:
+            parser.error(f'--token: the token "{args.token}" was not of the form '
+                         '"[a-z0-9]{6}.[a-z0-9]{16}"')
+        try:
+            args.pinned_hashes = parse_hashes(args.discovery_token_ca_cert_hash)
+        except ValueError as e:
+            parser.error(f"--discovery-token-ca-cert-hash: {e}")
+        if args.bootstrap_kubeconfig:
+            parser.error("--bootstrap-kubeconfig is what --token writes: give one of them")
+        joining_defaults(args)
+    elif args.bootstrap_kubeconfig and not args.kubeconfig:
+        parser.error("--bootstrap-kubeconfig needs --kubeconfig: where the credentials it "
+                     "obtains are written")
     if not args.apiserver and not args.kubeconfig:
-        parser.error("give --kubeconfig (or --apiserver for a plain-HTTP port)")
+        parser.error("give --kubeconfig (or --apiserver for a plain-HTTP port), or join with "
+                     "--server, --token and --discovery-token-ca-cert-hash")
+    if args.rotate_server_certificates and args.tls_cert_file:
+        parser.error("--rotate-server-certificates requests the serving certificate: leave "
+                     "out --tls-cert-file")
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         parser.error("--tls-cert-file and --tls-private-key-file go together")
-    if args.client_ca_file and not args.tls_cert_file:
+    if args.client_ca_file and not (args.tls_cert_file or args.rotate_server_certificates):
         parser.error("--client-ca-file needs --tls-cert-file (client certificates need TLS)")
     return args
 
@@ -226,6 +255,62 @@ def add_auth_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--authorization-mode", choices=AUTHZ_MODES, default="AlwaysAllow",
                         help="Webhook: a SubjectAccessReview per request (default "
                              "AlwaysAllow)")
+
+
+def add_join_flags(parser: argparse.ArgumentParser) -> None:
+    """Joining a cluster: kubeadm join's token discovery, and kube's kubelet TLS bootstrap."""
+    parser.add_argument("--server", help="join: the apiserver (or its load balancer) URL, "
+                                         "as kubeadm join's API server endpoint")
+    parser.add_argument("--token", help="join: a bootstrap token (ID.SECRET)")
+    parser.add_argument("--discovery-token-ca-cert-hash", metavar="sha256:HEX[,...]",
+                        help="join: the cluster CA's public key hash, as `kubeadm token "
+                             "create --print-join-command` prints it")
+    parser.add_argument("--discovery-timeout", type=float, default=300.0, metavar="SECONDS",
+                        help="join: how long discovery is retried (default 300)")
+    parser.add_argument("--bootstrap-kubeconfig",
+                        help="a kubeconfig with a bootstrap token: the client certificate is "
+                             "requested with it when --kubeconfig has none (kube's TLS "
+                             "bootstrap)")
+    parser.add_argument("--cert-dir", help="where bootstrapped certificates go (default "
+                                           "ROOT-DIR/pki)")
+    parser.add_argument("--rotate-server-certificates", type=boolean, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help="request the serving certificate from the cluster "
+                             "(kubernetes.io/kubelet-serving; an administrator approves it); "
+                             "the port opens once it is issued")
+
+
+def joining_defaults(args: argparse.Namespace) -> None:
+    """What kubeadm join sets up for the kubelet: its files under the root dir, the cluster
+    CA for client certificates, its port closed to anonymous callers and authorized by the
+    apiserver (kubeadm's KubeletConfiguration), a serving certificate from the cluster."""
+    root = Path(args.root_dir)
+    args.kubeconfig = args.kubeconfig or str(root / "kubelet.conf")
+    args.client_ca_file = args.client_ca_file or str(cert_dir(args) / "ca.crt")
+    args.anonymous_auth = False
+    args.authentication_token_webhook = True
+    args.authorization_mode = "Webhook"
+    if not args.tls_cert_file:
+        args.rotate_server_certificates = True
+
+
+def cert_dir(args: argparse.Namespace) -> Path:
+    return Path(args.cert_dir or os.path.join(args.root_dir, "pki"))
+
+
+async def bootstrap_credentials(args: argparse.Namespace) -> None:
+    """Join (discovery, then the TLS bootstrap) or bootstrap from --bootstrap-kubeconfig;
+    afterwards --kubeconfig holds the node's own client certificate."""
+    kubeconfig = Path(args.kubeconfig)
+    token = parse_token(args.token or "")
+    if token is not None:
+        args.bootstrap_kubeconfig = str(await join(
+            server=args.server, token=token, pinned=args.pinned_hashes,
+            node=args.node_name, root_dir=Path(args.root_dir), cert_dir=cert_dir(args),
+            kubeconfig=kubeconfig, timeout=args.discovery_timeout))
+    await ensure_client_certificate(node=args.node_name, kubeconfig=kubeconfig,
+                                    bootstrap=Path(args.bootstrap_kubeconfig),
+                                    cert_dir=cert_dir(args))
 
 
 class StartupError(Exception):
@@ -356,14 +441,25 @@ async def run(args: argparse.Namespace) -> None:
     app = with_auth(make_app(runtime=runtime, get_pod=workers.get_pod,
                              docker=DockerStreams(args.docker_socket), metrics=metrics.render),
                     kubelet_auth(args, api))
-    server = uvicorn.Server(server_config(args, app))
+    servers: list[uvicorn.Server] = []
+
+    async def serve_port() -> None:
+        if args.rotate_server_certificates:
+            pem = await ensure_serving_certificate(
+                node=node_name, kubeconfig=Path(args.kubeconfig), cert_dir=cert_dir(args),
+                addresses=(args.node_ip,))
+            args.tls_cert_file = args.tls_private_key_file = str(pem)
+            log.info("kubelet %s: serving HTTPS on %s:%d with the issued certificate",
+                     node_name, args.address, args.port)
+        servers.append(uvicorn.Server(server_config(args, app)))
+        await servers[0].serve()
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
-    server_task = asyncio.create_task(server.serve(), name="kubelet-server")
+    server_task = asyncio.create_task(serve_port(), name="kubelet-server")
     tasks: list[asyncio.Task[None]] = []
     try:
         registration = asyncio.create_task(agent.register(), name="register")
@@ -374,7 +470,9 @@ async def run(args: argparse.Namespace) -> None:
             registration.result()
             log.info("kubelet %s: serving %s on %s:%d (authorization %s), node IP %s, "
                      "sandbox image %s, cluster DNS %s (domain %s)", node_name,
-                     "HTTPS" if args.tls_cert_file else "HTTP", args.address, args.port,
+                     "HTTPS" if args.tls_cert_file else
+                     "HTTPS (once its serving certificate is issued)"
+                     if args.rotate_server_certificates else "HTTP", args.address, args.port,
                      args.authorization_mode, args.node_ip, args.pod_infra_container_image,
                      ",".join(args.cluster_dns) or "none", args.cluster_domain or "none")
             services.start()
@@ -394,10 +492,13 @@ async def run(args: argparse.Namespace) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         await workers.stop()
         await objects.stop()
-        server.should_exit = True
+        for server in servers:
+            server.should_exit = True
+        if not servers:
+            server_task.cancel()  # still waiting for its serving certificate
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
-                await server_task
+                await asyncio.gather(server_task, return_exceptions=True)
         await api.aclose()
         await docker.aclose()
 
@@ -407,6 +508,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if args.bootstrap_kubeconfig or args.token:
+        try:
+            asyncio.run(bootstrap_credentials(args))
+        except BootstrapError as e:
+            log.error("kubelet %s cannot join: %s", args.node_name, e)
+            sys.exit(1)
     try:
         check_credentials(args)
     except StartupError as e:

@@ -48,7 +48,8 @@ async def test_legacy_api_versions(client: httpx.AsyncClient) -> None:
     # kube's order: by group priority (events.k8s.io's is highest), not by name
     assert groups == {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
         v1("apps"), v1("events.k8s.io"), v1("authentication.k8s.io"),
-        v1("authorization.k8s.io"), v1("batch"), v1("rbac.authorization.k8s.io"),
+        v1("authorization.k8s.io"), v1("batch"), v1("certificates.k8s.io"),
+        v1("rbac.authorization.k8s.io"),
         v1("scheduling.k8s.io"), v1("coordination.k8s.io"), v1("discovery.k8s.io")]}
 
 
@@ -154,7 +155,7 @@ async def test_aggregated_discovery(client: httpx.AsyncClient) -> None:
     items = groups.json()["items"]
     assert [item["metadata"]["name"] for item in items] == [
         "apps", "events.k8s.io", "authentication.k8s.io", "authorization.k8s.io", "batch",
-        "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io",
+        "certificates.k8s.io", "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io",
         "discovery.k8s.io"]
     assert items[2]["versions"][0]["resources"] == [{
         "resource": "selfsubjectreviews",
@@ -300,6 +301,8 @@ def test_kubectl_api_resources(kubectl: Kubectl) -> None:
                         ["subjectaccessreviews", "authorization.k8s.io/v1", "false",
                          "SubjectAccessReview"],
                         ["jobs", "batch/v1", "true", "Job"],
+                        ["certificatesigningrequests", "csr", "certificates.k8s.io/v1",
+                         "false", "CertificateSigningRequest"],
                         ["leases", "coordination.k8s.io/v1", "true", "Lease"],
                         ["endpointslices", "discovery.k8s.io/v1", "true", "EndpointSlice"],
                         # kubectl sorts by group name, whatever the server's order
@@ -422,6 +425,7 @@ def test_official_python_client_discovery(apiserver: ApiServer) -> None:
         groups = client.ApisApi(api_client).get_api_versions().groups
         assert [g.name for g in groups] == ["apps", "events.k8s.io", "authentication.k8s.io",
                                             "authorization.k8s.io", "batch",
+                                            "certificates.k8s.io",
                                             "rbac.authorization.k8s.io", "scheduling.k8s.io", "coordination.k8s.io",
             "discovery.k8s.io"]
         assert client.EventsApi(api_client).get_api_group().preferred_version.version == "v1"

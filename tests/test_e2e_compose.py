@@ -161,6 +161,19 @@ async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
     assert ('scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 2'
             in metrics), metrics
 
+    # cluster-info published for nodes that join, and signed once a token exists
+    kubectl(cluster.server, "create", "secret", "generic", "bootstrap-token-abcdef", "-n",
+            "kube-system", "--type=bootstrap.kubernetes.io/token",
+            "--from-literal=token-id=abcdef", "--from-literal=token-secret=0123456789abcdef",
+            "--from-literal=usage-bootstrap-signing=true")
+
+    async def signed() -> bool:
+        return "jws-kubeconfig-abcdef" in kubectl(
+            cluster.server, "get", "configmap", "cluster-info", "-n", "kube-public", "-o",
+            "jsonpath={.data}")
+
+    assert await eventually(signed, timeout=30, what="cluster-info signed with the token")
+
     # A pod left running: `down` must take its containers away with the kubelet.
     kubectl(cluster.server, "create", "-f", "-",
             stdin=json.dumps(example("nodename.yaml", cluster.nodes)))

@@ -255,8 +255,14 @@ def test_metadata_fields_not_decoded_are_refused_unless_zero() -> None:
     spec = field(2, container("app", "img"))
     assert decode(pod_body(spec, meta=object_meta("web", field(15, ""))))["metadata"] == {
         "name": "web"}
+    # managedFields a client read back come with its update, FieldsV1 as the JSON it holds
+    entry = field(17, message(field(1, "kubectl"), field(2, "Update"), field(3, "v1"),
+                              field(6, "FieldsV1"), field(7, field(1, '{"f:spec":{}}'))))
+    assert decode(pod_body(spec, meta=object_meta("web", entry)))["metadata"][
+        "managedFields"] == [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
     with pytest.raises(errors.UnsupportedMediaType, match="metadata.managedFields"):
-        decode(pod_body(spec, meta=object_meta("web", field(17, field(1, "kubectl")))))
+        decode(pod_body(spec, meta=object_meta("web", field(17, field(5, "old fields")))))
 
 
 def test_a_status_that_is_not_empty_is_refused() -> None:

@@ -12,7 +12,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apiserver.auth import Authorizer, UserInfo
+from cryptography.x509.oid import NameOID
+
+from apiserver.auth import Attributes, Authorizer, UserInfo
 from apiserver.auth.escalation import (
     bind_attributes,
     confirm_no_escalation,
@@ -29,6 +31,7 @@ from apiserver.auth.podsecurity import (
 )
 from apiserver.warning import add_warning
 from common import errors
+from common.csr import parse_request
 
 Object = dict[str, Any]
 
@@ -256,6 +259,69 @@ async def node_restriction_check(write: Write) -> None:
         raise forbidden(write, why)
 
 
+# --- CertificateApproval, CertificateSigning, CertificateSubjectRestriction ------------------
+
+CERTIFICATES_GROUP = "certificates.k8s.io"
+
+
+def signer_attributes(user: UserInfo, verb: str, signer: str, *, wildcard: bool) -> Any:
+    """certificates.IsAuthorizedForSignerName's two questions: `verb` on the signer itself,
+    or on `domain/*`."""
+    name = signer.split("/", 1)[0] + "/*" if wildcard else signer
+    return Attributes(user=user, verb=verb, resource_request=True,
+                      api_group=CERTIFICATES_GROUP, api_version="*", resource="signers",
+                      name=name)
+
+
+def request_groups(csr: Object) -> list[str]:
+    request = parse_request(csr.get("spec") or {})
+    if request is None:
+        return []
+    return [str(a.value) for a in request.subject.get_attributes_for_oid(
+        NameOID.ORGANIZATION_NAME)]
+
+
+class CertificateChecks:
+    """Approving a CSR needs `approve` on its signer (certificates.k8s.io `signers`), issuing
+    its certificate needs `sign`; and no client certificate of the apiserver's signer is
+    for system:masters (kube's three admission plugins of plugin/pkg/admission/certificates)."""
+
+    def __init__(self, authorizer: Authorizer) -> None:
+        self.authorizer = authorizer
+
+    async def __call__(self, write: Write) -> None:
+        if write.group != CERTIFICATES_GROUP or write.resource != "certificatesigningrequests" \
+                or write.obj is None:
+            return
+        signer = str((write.obj.get("spec") or {}).get("signerName") or "")
+        if write.operation == "CREATE":
+            if signer == "kubernetes.io/kube-apiserver-client" and \
+                    MASTERS_GROUP in request_groups(write.obj):
+                raise forbidden(write, "use of kubernetes.io/kube-apiserver-client signer "
+                                       "with system:masters group is not allowed")
+            return
+        if write.operation != "UPDATE" or write.old is None:
+            return
+        if write.subresource == "approval":
+            await self.require(write, "approve", signer)
+        elif write.subresource == "status":
+            before = (write.old.get("status") or {}).get("certificate")
+            if (write.obj.get("status") or {}).get("certificate") != before:
+                await self.require(write, "sign", signer)
+
+    async def require(self, write: Write, verb: str, signer: str) -> None:
+        for wildcard in (False, True):
+            if await may(self.authorizer, signer_attributes(write.user, verb, signer,
+                                                            wildcard=wildcard)):
+                return
+        doing = "approve" if verb == "approve" else "sign"
+        raise forbidden(write, f'user not permitted to {doing} requests with signerName '
+                               f'"{signer}"')
+
+
+MASTERS_GROUP = "system:masters"
+
+
 # --- PodSecurity ------------------------------------------------------------------------------
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str] | None]]
@@ -344,5 +410,5 @@ def write_checks(registry: Any, authorizer: Authorizer) -> list[WriteCheck]:
 
     policy = cached_policy(registry)
     return [EscalationCheck(authorizer, policy.rules_for, policy.role_rules),
-            node_restriction_check, PodSecurityCheck(namespace_labels_of(registry)),
+            node_restriction_check, CertificateChecks(authorizer), PodSecurityCheck(namespace_labels_of(registry)),
             PodSecurityNamespaceCheck(namespace_pods_of(registry))]

@@ -32,6 +32,7 @@ from common.authn import client_certificate as client_certificate
 from common.authn import load_ca_bundle as load_ca_bundle
 from common.authn import verify_client_certificate as verify_client_certificate
 from common.authn import with_authenticated as with_authenticated
+from common.bootstraptoken import parse_token as parse_bootstrap_token
 
 log = logging.getLogger("apiserver")
 
@@ -80,6 +81,11 @@ def parse_token_file(text: str, *, source: str = "token file") -> dict[str, User
 # --- the union ------------------------------------------------------------------------------
 
 
+def is_bootstrap_shaped(token: str) -> bool:
+    """`abcdef.0123456789abcdef`: a bootstrap token (a ServiceAccount JWT has two dots)."""
+    return parse_bootstrap_token(token) is not None
+
+
 # (a bearer token, the audiences asked for, () for the apiserver's) -> (its user, the
 # audiences it is good for); AuthenticationFailed when it is not a valid one.
 TokenAuthenticator = Callable[[str, Sequence[str]], Awaitable[tuple[UserInfo, list[str]]]]
@@ -91,6 +97,8 @@ class Authenticator:
     tokens: Mapping[str, UserInfo] | None = None
     anonymous: bool = True
     service_account_tokens: TokenAuthenticator | None = None
+    # --enable-bootstrap-token-auth: `ID.SECRET` tokens of kube-system Secrets
+    bootstrap_tokens: TokenAuthenticator | None = None
 
     def authenticate(self, scope: Mapping[str, Any]) -> UserInfo:
         """The request's user by certificate or token file; errors.Unauthorized when it
@@ -108,12 +116,16 @@ class Authenticator:
         if user is not None:
             return user
         token = bearer_token(scope.get("headers") or ())
-        if token is not None and self.service_account_tokens is not None:
-            try:
-                user, _ = await self.service_account_tokens(token, ())
-                return user
-            except AuthenticationFailed as e:
-                failures.append(f"service account token: {e}")
+        if token is not None:
+            for kind, tokens in (("bootstrap token", self.bootstrap_tokens),
+                                 ("service account token", self.service_account_tokens)):
+                if tokens is None or (kind == "bootstrap token") != is_bootstrap_shaped(token):
+                    continue
+                try:
+                    user, _ = await tokens(token, ())
+                    return user
+                except AuthenticationFailed as e:
+                    failures.append(f"{kind}: {e}")
         return self.fallback(scope, failures)
 
     async def authenticate_token(self, token: str, audiences: Sequence[str] = ()) -> tuple[
@@ -123,6 +135,8 @@ class Authenticator:
         found = (self.tokens or {}).get(token)
         if found is not None:
             return with_authenticated(found), list(audiences)
+        if self.bootstrap_tokens is not None and is_bootstrap_shaped(token):
+            return await self.bootstrap_tokens(token, audiences)
         if self.service_account_tokens is None:
             raise AuthenticationFailed("not in the token file")
         return await self.service_account_tokens(token, audiences)

@@ -32,6 +32,11 @@ AUTOUPDATE = "rbac.authorization.kubernetes.io/autoupdate"
 CACHE_WAIT = 10.0
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"  # kubeadm's apiserver-kubelet-client CN
 BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+CERTIFICATES = "certificates.k8s.io"
+LEGACY_UNKNOWN = "kubernetes.io/legacy-unknown"
+APISERVER_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client"
+KUBELET_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
+KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
 
 READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
@@ -189,6 +194,19 @@ def controller_roles() -> list[Object]:
                  ["endpointslices"]),
             EVENTS_RULE,
         ],
+        # csrapproving and csrsigning (kube's certificate-controller role)
+        "certificate-controller": [
+            rule(["delete", "get", "list", "watch"], [CERTIFICATES], ["certificatesigningrequests"]),
+            rule(["update"], [CERTIFICATES], ["certificatesigningrequests/approval",
+                                              "certificatesigningrequests/status"]),
+            rule(["approve"], [CERTIFICATES], ["signers"],
+                 names=[LEGACY_UNKNOWN, KUBELET_CLIENT_SIGNER]),
+            rule(["sign"], [CERTIFICATES], ["signers"],
+                 names=[LEGACY_UNKNOWN, APISERVER_CLIENT_SIGNER, KUBELET_CLIENT_SIGNER,
+                        KUBELET_SERVING_SIGNER]),
+            rule(["create"], ["authorization.k8s.io"], ["subjectaccessreviews"]),
+            EVENTS_RULE,
+        ],
         "deployment-controller": [
             rule(["get", "list", "watch", "update"], apps, ["deployments"]),
             rule(["update"], apps, ["deployments/status"]),
@@ -251,6 +269,18 @@ def cluster_roles() -> list[Object]:
                                "nodes/configz"]),
         ]),
         cluster_role("system:node", NODE_RULES),
+        # what joining nodes may do (kubeadm binds them to its bootstrap-token groups)
+        cluster_role("system:node-bootstrapper", [
+            rule(["create", "get", "list", "watch"], [CERTIFICATES],
+                 ["certificatesigningrequests"])]),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:nodeclient", [
+            rule(["create"], [CERTIFICATES], ["certificatesigningrequests/nodeclient"])]),
+        cluster_role("system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", [
+            rule(["create"], [CERTIFICATES], ["certificatesigningrequests/selfnodeclient"])]),
+        *(cluster_role(f"system:certificates.k8s.io:{signer.split('/')[1]}-approver", [
+            rule(["approve"], [CERTIFICATES], ["signers"], names=[signer])])
+          for signer in (LEGACY_UNKNOWN, APISERVER_CLIENT_SIGNER, KUBELET_CLIENT_SIGNER,
+                         KUBELET_SERVING_SIGNER)),
         cluster_role("system:node-proxier", [
             rule(["list", "watch"], [""], ["services", "endpoints"]),
             rule(READ, [""], ["nodes"]),
@@ -328,21 +358,51 @@ def in_namespace(obj: Object, kind: str, namespace: str) -> Object:
     return {**obj, "kind": kind, "metadata": {**obj["metadata"], "namespace": namespace}}
 
 
+BOOTSTRAP_SIGNER = CONTROLLER_ROLE_PREFIX + "bootstrap-signer"
+TOKEN_CLEANER = CONTROLLER_ROLE_PREFIX + "token-cleaner"
+
+
 def namespace_roles() -> list[Object]:
     """The namespaced bootstrap roles: kubelite's cluster DNS keeps its own selector-less
     kube-system/kube-dns Service and EndpointSlice (in kube, the addon manager writes them
-    from CoreDNS's manifest), so its user may get, create and update those there."""
-    return [in_namespace(cluster_role(KUBE_DNS_SERVICE, [
-        rule(["get", "create", "update"], [""], ["services"]),
-        rule(["get", "create", "update"], ["discovery.k8s.io"], ["endpointslices"]),
-    ]), "Role", "kube-system")]
+    from CoreDNS's manifest), so its user may get, create and update those there; the
+    bootstrap signer signs kube-public/cluster-info with the tokens of kube-system, and the
+    token cleaner deletes expired tokens (kube's NamespaceRoles)."""
+    return [
+        in_namespace(cluster_role(KUBE_DNS_SERVICE, [
+            rule(["get", "create", "update"], [""], ["services"]),
+            rule(["get", "create", "update"], ["discovery.k8s.io"], ["endpointslices"]),
+        ]), "Role", "kube-system"),
+        in_namespace(cluster_role(BOOTSTRAP_SIGNER, [
+            rule(READ, [""], ["configmaps"]),
+            rule(["update"], [""], ["configmaps"], names=["cluster-info"]),
+            EVENTS_RULE,
+        ]), "Role", "kube-public"),
+        in_namespace(cluster_role(BOOTSTRAP_SIGNER, [rule(READ, [""], ["secrets"])]),
+                     "Role", "kube-system"),
+        in_namespace(cluster_role(TOKEN_CLEANER, [
+            rule(["delete", "get", "list", "watch"], [""], ["secrets"]), EVENTS_RULE,
+        ]), "Role", "kube-system"),
+    ]
 
 
 def namespace_role_bindings() -> list[Object]:
-    binding = cluster_role_binding(KUBE_DNS_SERVICE, KUBE_DNS_SERVICE,
-                                   [("User", "system:kube-dns")])
-    binding["roleRef"]["kind"] = "Role"
-    return [in_namespace(binding, "RoleBinding", "kube-system")]
+    def role_binding(name: str, namespace: str, subjects: list[tuple[str, str]],
+                     service_account: str = "") -> Object:
+        binding = cluster_role_binding(name, name, subjects)
+        binding["roleRef"]["kind"] = "Role"
+        if service_account:
+            binding["subjects"].insert(0, {"kind": "ServiceAccount", "name": service_account,
+                                           "namespace": "kube-system"})
+        return in_namespace(binding, "RoleBinding", namespace)
+
+    manager = [("User", CONTROLLER_MANAGER_USER)]
+    return [
+        role_binding(KUBE_DNS_SERVICE, "kube-system", [("User", "system:kube-dns")]),
+        role_binding(BOOTSTRAP_SIGNER, "kube-public", manager, "bootstrap-signer"),
+        role_binding(BOOTSTRAP_SIGNER, "kube-system", manager, "bootstrap-signer"),
+        role_binding(TOKEN_CLEANER, "kube-system", manager, "token-cleaner"),
+    ]
 
 
 def cluster_role_bindings() -> list[Object]:

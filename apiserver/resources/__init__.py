@@ -13,6 +13,7 @@ are core/v1 Events, apiserver/resources/events_v1.py).
 from __future__ import annotations
 
 from apiserver.resources.base import Resource, group_version
+from apiserver.resources.certificates import CERTIFICATE_SIGNING_REQUESTS
 from apiserver.resources.configmaps import CONFIG_MAPS
 from apiserver.resources.deployments import DEPLOYMENTS
 from apiserver.resources.endpointslices import ENDPOINT_SLICES
@@ -59,6 +60,7 @@ RESOURCES: dict[str, Resource] = {resource.plural: resource for resource in (
     PRIORITY_CLASSES,
     SERVICES,
     ENDPOINT_SLICES,
+    CERTIFICATE_SIGNING_REQUESTS,
 )}
 
 # Every group/version/resource served: the stored ones, their other versions, and the
@@ -81,7 +83,8 @@ def lookup(api_version: str, plural: str) -> Resource | None:
 GROUP_PRIORITY = {"apps": 17800, "batch": 17400, "events.k8s.io": 17750, "authentication.k8s.io": 17700,
                   "authorization.k8s.io": 17600, "rbac.authorization.k8s.io": 17000,
                   "coordination.k8s.io": 16500, "scheduling.k8s.io": 16600,
-                  "discovery.k8s.io": 16200}
+                  "discovery.k8s.io": 16200,
+                  "certificates.k8s.io": 17300}
 
 
 def groups() -> dict[str, list[str]]:

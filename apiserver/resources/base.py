@@ -103,6 +103,9 @@ class Resource:
     validate_update: Callable[[Object, Object], list[Cause]]
     validate_status_update: Callable[[Object, Object], list[Cause]] = no_causes
     warnings: Callable[[Object], list[str]] = no_warnings
+    # PrepareForCreate's part that needs who asks (a CSR's spec.username and groups): (the
+    # new object, changed in place; the requesting user, None for the apiserver's own).
+    prepare_for_user: Callable[[Object, UserInfo | None], None] | None = None
     # Validating admission of a new object: raises (Forbidden) to refuse it.
     admit: Callable[[Object], None] = no_admission
     # Admission that reads other objects, on create, before the defaults: (the object,
