@@ -98,6 +98,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(endpointslice.NAME, aliases=("endpointslice",)),
     ControllerSpec(certificates.APPROVING, aliases=("csrapproving",)),
     ControllerSpec(certificates.SIGNING, aliases=("csrsigning",)),
+    ControllerSpec(certificates.CLEANER, aliases=("csrcleaner",)),
     ControllerSpec(bootstrap.SIGNER, aliases=("bootstrap-signer",), disabled_by_default=True),
     ControllerSpec(bootstrap.CLEANER, aliases=("token-cleaner",), disabled_by_default=True),
 )
@@ -112,6 +113,7 @@ QUEUE_CONTROLLERS: dict[str, Callable[..., QueueController]] = {
     ttlafterfinished.NAME: ttlafterfinished.TTLAfterFinishedController,
     endpointslice.NAME: endpointslice.EndpointSliceController,
     certificates.APPROVING: certificates.CSRApprovingController,
+    certificates.CLEANER: certificates.CSRCleanerController,
     bootstrap.SIGNER: bootstrap.BootstrapSignerController,
     bootstrap.CLEANER: bootstrap.TokenCleanerController,
 }

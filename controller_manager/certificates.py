@@ -30,6 +30,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from common.client import ApiClient
 from common.csr import (
     APPROVED,
+    DENIED,
     FAILED,
     KUBE_APISERVER_CLIENT,
     KUBE_APISERVER_CLIENT_KUBELET,
@@ -364,3 +365,68 @@ class CSRSigningController(_CSRController):
             log.info("csr %s: signed a %s certificate for %s", key,
                      (csr.get("spec") or {}).get("signerName"),
                      request.common_name if request else "?")
+
+
+# -- csrcleaner ---------------------------------------------------------------------------------
+
+CLEANER = "csrcleaner"
+APPROVED_EXPIRATION = datetime.timedelta(hours=1)  # kube's csrcleaner's ages
+DENIED_EXPIRATION = datetime.timedelta(hours=1)
+PENDING_EXPIRATION = datetime.timedelta(hours=24)
+
+
+def _time(text: Any) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def cleanup_due(csr: Mapping[str, Any]) -> datetime.datetime | None:
+    """When kube's csrcleaner removes a request: an approved (issued or not) one an hour
+    after its approval, a denied or failed one an hour after that, a pending one a day
+    after it was made; one whose certificate has expired at once."""
+    due: list[datetime.datetime] = []
+    pem = (csr.get("status") or {}).get("certificate")
+    if pem:
+        try:
+            chain = x509.load_pem_x509_certificates(base64.b64decode(pem))
+            due.append(min(c.not_valid_after_utc for c in chain))
+        except ValueError:
+            pass
+    created = _time((csr.get("metadata") or {}).get("creationTimestamp"))
+    decided = False
+    for condition in conditions(csr):
+        if condition.get("type") in (APPROVED, DENIED, FAILED):
+            decided = True
+            since = _time(condition.get("lastUpdateTime")) or created
+            age = APPROVED_EXPIRATION if condition.get("type") == APPROVED \
+                else DENIED_EXPIRATION
+            if since is not None:
+                due.append(since + age)
+    if not decided and created is not None:
+        due.append(created + PENDING_EXPIRATION)
+    return min(due, default=None)
+
+
+class CSRCleanerController(_CSRController):
+    name = CLEANER
+
+    def wants(self, csr: Mapping[str, Any]) -> bool:
+        return cleanup_due(csr) is not None
+
+    async def sync(self, key: str) -> None:
+        csr = self.csrs.get(key)
+        due = cleanup_due(csr) if csr is not None else None
+        if csr is None or due is None:
+            return
+        left = (due - datetime.datetime.now(datetime.UTC)).total_seconds()
+        if left > 0:
+            self.queue.add_after(key, left)
+            return
+        log.info("csr %s: old enough to be removed (csrcleaner)", key)
+        try:
+            await self.client.delete("certificatesigningrequests", key,
+                                     preconditions={"uid": str(csr["metadata"].get("uid"))})
+        except (NotFound, Conflict):
+            return

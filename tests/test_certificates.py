@@ -36,6 +36,7 @@ from common.csr import (
 from controller_manager.bootstrap import signed_cluster_info, signing_tokens
 from controller_manager.certificates import (
     approval_subresource,
+    cleanup_due,
     read_request,
     sign,
     signer_problem,
@@ -283,3 +284,21 @@ def test_the_official_python_client_lists_and_reads_csrs(apiserver: ApiServer) -
     assert name in [item.metadata.name for item in api.list_certificate_signing_request().items
                     if item.metadata is not None]
     api.delete_certificate_signing_request(name)
+
+
+def test_the_csr_cleaner_removes_requests_at_kubes_ages() -> None:
+    made = "2026-12-03T12:00:00Z"
+    pending = {**csr(), "metadata": {"name": "p", "creationTimestamp": made}}
+    assert cleanup_due(pending) == NOW + datetime.timedelta(hours=24)
+    approved = {**pending, "status": {"conditions": [
+        {"type": "Approved", "status": "True", "lastUpdateTime": "2026-12-03T12:30:00Z"}]}}
+    assert cleanup_due(approved) == NOW + datetime.timedelta(minutes=90)
+    denied = {**pending, "status": {"conditions": [{"type": "Denied", "status": "True"}]}}
+    assert cleanup_due(denied) == NOW + datetime.timedelta(hours=1)
+    ca_key = pki.new_key()
+    ca = pki.self_signed_ca("kubernetes", ca_key)
+    short = csr(expirationSeconds=600)
+    cert = sign(short, ca, ca_key, now=NOW)
+    issued = {**approved, "status": {**approved["status"],
+                                     "certificate": base64.b64encode(cert).decode()}}
+    assert cleanup_due(issued) == NOW + datetime.timedelta(minutes=10)  # expired first
