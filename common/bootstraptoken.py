@@ -41,6 +41,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
+from common.timestamps import rfc3339
+
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
 SECRET_PREFIX = "bootstrap-token-"
 SYSTEM_NAMESPACE = "kube-system"
@@ -96,17 +98,13 @@ def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def format_time(when: datetime.datetime) -> str:
-    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def token_secret(token: Token, *, now: datetime.datetime, ttl: datetime.timedelta | None,
                  description: str = "", groups: Sequence[str] = (KUBEADM_GROUP,),
                  usages: Sequence[str] = ("authentication", "signing")) -> Object:
     """The Secret that holds `token` (kubeadm's BootstrapTokenToSecret)."""
     data = {ID_KEY: token.id, SECRET_KEY: token.secret}
     if ttl is not None and ttl.total_seconds() > 0:
-        data[EXPIRATION_KEY] = format_time(now + ttl)
+        data[EXPIRATION_KEY] = rfc3339(now + ttl)
     if description:
         data[DESCRIPTION_KEY] = description
     for usage in usages:

@@ -45,7 +45,9 @@ from common.csr import (
 from common.errors import Conflict, NotFound
 from common.events import EventRecorder
 from common.informer import SharedInformer, SharedInformerFactory
+from common.timestamps import rfc3339
 from controller_manager.controller import QueueController
+from controller_manager.pods import parse_time
 
 log = logging.getLogger("controller_manager.certificates")
 
@@ -179,12 +181,8 @@ def access_review(csr: Mapping[str, Any], subresource: str) -> Object:
     return review
 
 
-def now_text() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def with_condition(csr: Object, kind: str, reason: str, message: str) -> Object:
-    stamp = now_text()
+    stamp = rfc3339()
     status = dict(csr.get("status") or {})
     status["conditions"] = [*conditions(csr), {
         "type": kind, "status": "True", "reason": reason, "message": message,
@@ -375,13 +373,6 @@ DENIED_EXPIRATION = datetime.timedelta(hours=1)
 PENDING_EXPIRATION = datetime.timedelta(hours=24)
 
 
-def _time(text: Any) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def cleanup_due(csr: Mapping[str, Any]) -> datetime.datetime | None:
     """When kube's csrcleaner removes a request: an approved (issued or not) one an hour
     after its approval, a denied or failed one an hour after that, a pending one a day
@@ -394,12 +385,12 @@ def cleanup_due(csr: Mapping[str, Any]) -> datetime.datetime | None:
             due.append(min(c.not_valid_after_utc for c in chain))
         except ValueError:
             pass
-    created = _time((csr.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time((csr.get("metadata") or {}).get("creationTimestamp"))
     decided = False
     for condition in conditions(csr):
         if condition.get("type") in (APPROVED, DENIED, FAILED):
             decided = True
-            since = _time(condition.get("lastUpdateTime")) or created
+            since = parse_time(condition.get("lastUpdateTime")) or created
             age = APPROVED_EXPIRATION if condition.get("type") == APPROVED \
                 else DENIED_EXPIRATION
             if since is not None:

@@ -12,7 +12,7 @@ client certificates and signs (controller_manager/certificates.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from cryptography import x509
@@ -41,6 +41,7 @@ from common.csr import (
     parse_request,
 )
 from common.models import Int32, KubeModel, ObjectMeta
+from common.timestamps import rfc3339
 
 CERTIFICATES_GROUP = "certificates.k8s.io"
 MIN_EXPIRATION_SECONDS = 600
@@ -108,10 +109,6 @@ def stamp_requester(csr: Object, user: UserInfo | None) -> None:
         spec["groups"] = list(user.groups)
 
 
-def now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def default_csr(csr: Object, old: Object | None) -> None:
     """On update nothing changes the spec (kube copies the old one back); conditions get
     status True and their timestamps (populateConditionTimestamps)."""
@@ -121,7 +118,7 @@ def default_csr(csr: Object, old: Object | None) -> None:
     for condition in (csr.get("status") or {}).get("conditions") or []:
         condition.setdefault("status", "True")
         previous = before.get(condition.get("type"))
-        stamp = now_text()
+        stamp = rfc3339()
         condition.setdefault("lastUpdateTime", stamp)
         if previous is not None and previous.get("status") == condition.get("status"):
             condition.setdefault("lastTransitionTime",
