@@ -10,14 +10,18 @@
 - The `kubernetes` Service in `default` (kube's controlplane kubernetesservice controller,
   every 10 s): ClusterIP the first address of the range, port `https` 443 to the
   apiserver's secure port, labels component=apiserver and provider=kubernetes; and its
-  EndpointSlice, the apiserver's advertise address, which the apiserver writes itself as
-  kube's endpoint reconciler does.
+  EndpointSlice, which the apiservers write themselves as kube's `lease` endpoint
+  reconciler does: each keeps `<prefix>/masterleases/<advertise address>` alive under an
+  etcd lease of MASTER_LEASE_TTL seconds, and the EndpointSlice lists every address with
+  a live lease, so an apiserver that dies drops out of it within the TTL (one that stops
+  removes its own at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +49,7 @@ log = logging.getLogger("apiserver")
 LEAK_PASSES = 3
 DEFAULT_REPAIR_INTERVAL = 180.0  # kube's repair controllers run every 3 minutes
 KUBERNETES_SERVICE_INTERVAL = 10.0  # kube's kubernetesservice controller's EndpointInterval
+MASTER_LEASE_TTL = 15  # kube's masterEndpointReconcileTTL
 KUBERNETES = "kubernetes"
 DEFAULT_NAMESPACE = "default"
 MANAGER = "kube-apiserver"
@@ -150,14 +155,39 @@ def kubernetes_service(cluster_ip: str, secure_port: int) -> dict[str, Any]:
                                 "targetPort": secure_port}]}}
 
 
-def kubernetes_endpoint_slice(address: str, secure_port: int) -> dict[str, Any]:
-    """What kube's endpoint reconciler writes for the apiserver itself."""
+def kubernetes_endpoint_slice(addresses: list[str], secure_port: int) -> dict[str, Any]:
+    """What kube's endpoint reconciler writes for the apiservers: one endpoint per
+    apiserver address, sorted (as kube sorts the lease IPs)."""
+    ordered = sorted(set(addresses), key=ipaddress.ip_address)
     return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": {"name": KUBERNETES, "namespace": DEFAULT_NAMESPACE,
                          "labels": {LABEL_SERVICE_NAME: KUBERNETES}},
-            "addressType": "IPv6" if ":" in address else "IPv4",
-            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "addressType": "IPv6" if ordered and ":" in ordered[0] else "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}
+                          for address in ordered],
             "ports": [{"name": "https", "port": secure_port, "protocol": "TCP"}]}
+
+
+def master_lease_key(prefix: str, address: str = "") -> str:
+    return f"{prefix}/masterleases/{address}"
+
+
+def master_lease(address: str) -> dict[str, Any]:
+    """What kube stores under /masterleases/<ip>: an Endpoints naming the address."""
+    return {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": address},
+            "subsets": [{"addresses": [{"ip": address}]}]}
+
+
+async def renew_master_lease(registry: Registry, address: str) -> None:
+    """This apiserver's lease on its address, for another MASTER_LEASE_TTL seconds."""
+    lease = await registry.storage.grant_lease(MASTER_LEASE_TTL)
+    await registry.storage.put(master_lease_key(registry.prefix, address),
+                               master_lease(address), lease=lease)
+
+
+async def live_master_addresses(registry: Registry) -> list[str]:
+    kvs, _ = await registry.storage.list_prefix(master_lease_key(registry.prefix))
+    return [kv.key.rsplit("/", 1)[-1] for kv in kvs]
 
 
 def service_needs_update(stored: dict[str, Any], wanted: dict[str, Any]) -> bool:
@@ -195,12 +225,13 @@ async def reconcile_kubernetes_service(registry: Registry, ranges: ServiceRanges
         log.info("updated Service default/kubernetes to port 443 -> %d", secure_port)
 
 
-async def reconcile_kubernetes_endpoint_slice(registry: Registry, address: str,
+async def reconcile_kubernetes_endpoint_slice(registry: Registry, addresses: list[str],
                                               secure_port: int) -> None:
-    """The apiserver's own EndpointSlice, written to etcd directly: its address is where
+    """The apiservers' EndpointSlice, written to etcd directly: their addresses are where
     this control plane listens, loopback by default (DESIGN: control-plane traffic stays on
     loopback), which the EndpointSlice validation rightly refuses from clients."""
-    wanted = kubernetes_endpoint_slice(address, secure_port)
+    wanted = kubernetes_endpoint_slice(addresses, secure_port)
+    shown = ", ".join(f"{e['addresses'][0]}:{secure_port}" for e in wanted["endpoints"])
     key = registry.key(ENDPOINT_SLICES, DEFAULT_NAMESPACE, KUBERNETES)
     for _ in range(5):
         kv = await registry.storage.get(key)
@@ -214,7 +245,7 @@ async def reconcile_kubernetes_endpoint_slice(registry: Registry, address: str,
                 continue
             except RequiredKeyMissing:
                 raise errors.not_found("namespaces", DEFAULT_NAMESPACE) from None
-            log.info("created EndpointSlice default/kubernetes: %s:%d", address, secure_port)
+            log.info("created EndpointSlice default/kubernetes: %s", shown)
             return
         current = kv.value
         if all(current.get(k) == wanted[k] for k in ("addressType", "endpoints", "ports")):
@@ -225,7 +256,7 @@ async def reconcile_kubernetes_endpoint_slice(registry: Registry, address: str,
             await registry.storage.update(key, updated, expected_revision=kv.mod_revision)
         except RevisionMismatch:
             continue
-        log.info("updated EndpointSlice default/kubernetes: %s:%d", address, secure_port)
+        log.info("updated EndpointSlice default/kubernetes: %s", shown)
         return
 
 
@@ -284,8 +315,18 @@ class ServiceControlPlane:
 
     async def _reconcile_kubernetes(self) -> None:
         await reconcile_kubernetes_service(self.registry, self.ranges, self.secure_port)
-        await reconcile_kubernetes_endpoint_slice(self.registry, self.advertise_address,
-                                                  self.secure_port)
+        await renew_master_lease(self.registry, self.advertise_address)
+        await reconcile_kubernetes_endpoint_slice(
+            self.registry, await live_master_addresses(self.registry), self.secure_port)
+
+    async def _remove_own_endpoint(self) -> None:
+        """kube's RemoveEndpoints at shutdown: the others need not wait for the TTL."""
+        await self.registry.storage.delete_key(
+            master_lease_key(self.registry.prefix, self.advertise_address))
+        others = [a for a in await live_master_addresses(self.registry)
+                  if a != self.advertise_address]
+        if others:
+            await reconcile_kubernetes_endpoint_slice(self.registry, others, self.secure_port)
 
     @staticmethod
     async def _until_ok(step: Any, what: str) -> None:
@@ -306,3 +347,9 @@ class ServiceControlPlane:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.secure_port:
+            try:
+                async with asyncio.timeout(3):
+                    await self._remove_own_endpoint()
+            except Exception as e:  # etcd gone: the lease expires by itself
+                log.info("could not remove this apiserver's endpoint: %s", e)

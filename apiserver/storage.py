@@ -416,6 +416,17 @@ class Storage:
             raise KeyNotFound(key)
         raise RevisionMismatch(_kv(kvs[0]))
 
+    async def put(self, key: str, obj: dict[str, Any], *, lease: int = 0) -> int:
+        """Store `obj` whatever is there (for keys only one writer owns); the new revision."""
+        request = rpc.PutRequest(key=key.encode(), value=encode(obj), lease=lease)
+        resp = await self._call(self._kv.Put, request, "update", key)
+        return int(resp.header.revision)
+
+    async def delete_key(self, key: str) -> None:
+        """Remove `key` whatever its revision (for keys only one writer owns)."""
+        await self._call(self._kv.DeleteRange, rpc.DeleteRangeRequest(key=key.encode()),
+                         "delete", key)
+
     async def grant_lease(self, ttl: int) -> int:
         resp = await self._call(self._lease.LeaseGrant, rpc.LeaseGrantRequest(TTL=ttl))
         return int(resp.ID)

@@ -154,10 +154,15 @@ def issue(spec: CertSpec, key: PrivateKey, ca_cert: x509.Certificate, ca_key: Pr
     return builder.sign(ca_key, hashes.SHA256())
 
 
-def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[CertSpec]:
-    """Every certificate of the cluster, kubeadm's CNs and Os (and k3s's per-node ones)."""
+def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = (),
+               etcd_extra_sans: Sequence[str] = ()) -> list[CertSpec]:
+    """Every certificate of the cluster, kubeadm's CNs and Os (and k3s's per-node ones).
+    `extra_sans`: kubeadm's apiServer.certSANs; `etcd_extra_sans`: its etcd.local
+    serverCertSANs and peerCertSANs (the addresses of the other etcd members)."""
     extra_ips = tuple(s for s in extra_sans if is_ip(s))
     extra_dns = tuple(s for s in extra_sans if not is_ip(s))
+    etcd_ips = APISERVER_IPS + tuple(s for s in etcd_extra_sans if is_ip(s))
+    etcd_dns = ETCD_DNS + tuple(s for s in etcd_extra_sans if not is_ip(s))
     specs = [
         CertSpec("apiserver", "kube-apiserver", server=True,
                  dns=APISERVER_DNS + extra_dns, ips=APISERVER_IPS + extra_ips),
@@ -173,9 +178,9 @@ def cert_specs(nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[
         # etcd's, signed by its own CA (kubeadm's `certs etcd-*` phases): etcd trusts
         # that CA only, so the cluster's certificates (admin's too) cannot reach it
         CertSpec("etcd/server", "kube-etcd", server=True, client=True,
-                 dns=ETCD_DNS, ips=APISERVER_IPS, ca="etcd/ca"),
+                 dns=etcd_dns, ips=etcd_ips, ca="etcd/ca"),
         CertSpec("etcd/peer", "kube-etcd-peer", server=True, client=True,
-                 dns=ETCD_DNS, ips=APISERVER_IPS, ca="etcd/ca"),
+                 dns=etcd_dns, ips=etcd_ips, ca="etcd/ca"),
         CertSpec("etcd/healthcheck-client", "kube-etcd-healthcheck-client", client=True,
                  ca="etcd/ca"),
         # older kubeadm also put it (and the healthcheck client) in system:masters; etcd
@@ -261,13 +266,26 @@ def ensure_ca(directory: Path, name: str, cn: str, written: Written) -> tuple[
 def ensure_cert(directory: Path, spec: CertSpec,
                 cas: dict[str, tuple[x509.Certificate, PrivateKey]], written: Written) -> None:
     crt, key_path = directory / f"{spec.name}.crt", directory / f"{spec.name}.key"
-    if crt.exists() and key_path.exists():
+    if crt.exists() and key_path.exists() and covers(load_cert(crt), spec):
         return
     ca_cert, ca_key = cas[spec.ca]
     key = new_key()
     write_file(key_path, key_pem(key), private=True)
     write_file(crt, cert_pem(issue(spec, key, ca_cert, ca_key)))
     written.files += [crt, key_path]
+
+
+def covers(cert: x509.Certificate, spec: CertSpec) -> bool:
+    """Whether `cert` names every DNS name and IP of `spec` (a certificate from before
+    SANs were added, say for --ha's addresses, is issued again, as `kubeadm init phase
+    certs` renews one that lacks them)."""
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return not spec.dns and not spec.ips
+    dns = set(names.get_values_for_type(x509.DNSName))
+    ips = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    return set(spec.dns) <= dns and {str(ipaddress.ip_address(i)) for i in spec.ips} <= ips
 
 
 def ensure_sa_key(directory: Path, written: Written) -> None:
@@ -281,12 +299,13 @@ def ensure_sa_key(directory: Path, written: Written) -> None:
     written.files += [key_path, pub]
 
 
-def init(directory: Path, nodes: Sequence[str], *, extra_sans: Sequence[str] = ()) -> list[Path]:
+def init(directory: Path, nodes: Sequence[str], *, extra_sans: Sequence[str] = (),
+         etcd_extra_sans: Sequence[str] = ()) -> list[Path]:
     """Create what is missing of the PKI under `directory`; the files written."""
     written = Written()
     cas = {"ca": ensure_ca(directory, "ca", "kubernetes", written),
            "etcd/ca": ensure_ca(directory, "etcd/ca", "etcd-ca", written)}
-    for spec in cert_specs(nodes, extra_sans=extra_sans):
+    for spec in cert_specs(nodes, extra_sans=extra_sans, etcd_extra_sans=etcd_extra_sans):
         ensure_cert(directory, spec, cas, written)
     ensure_sa_key(directory, written)
     return written.files
