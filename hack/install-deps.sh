@@ -20,6 +20,9 @@ command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
 command -v dnsmasq >/dev/null 2>&1 || [ -x /usr/sbin/dnsmasq ] || missing+=(dnsmasq-base)
 # chromium: the real browser tests/test_dashboard_browser.py drives through Playwright
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# haproxy: the load balancer in front of the apiservers of `hack/up.py --ha` (the binary only:
+# the package's systemd service never runs here)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive

@@ -55,10 +55,11 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlparse
 
 import httpx
 
@@ -88,7 +89,14 @@ PORT_FLAGS = {"apiserver": "--port N", "etcd client": "--etcd-port N",
               "kubelet": "--kubelet-ports N1,N2"}
 STOP_TIMEOUT_SECONDS = {"kubelet": 20.0, "kube-proxy": 10.0, "cluster-dns": 10.0,
                         "scheduler": 10.0, "controller-manager": 10.0,
-                        "apiserver": 10.0, "etcd": 15.0}
+                        "load-balancer": 5.0, "apiserver": 10.0, "etcd": 15.0}
+# --ha: the members a dead one of which is started again, as the kubelet restarts
+# kubeadm's static pods (everything else dying still ends the cluster)
+RESTARTED_KINDS = ("etcd", "apiserver", "load-balancer", "scheduler", "controller-manager")
+RESTART_DELAY_SECONDS = 1.0
+CRASH_LOOP_RESTARTS = 5  # more restarts of one member than this within CRASH_LOOP_WINDOW
+CRASH_LOOP_WINDOW = 60.0  # seconds: it is broken, not killed; the cluster stops
+ETCD_CLIENT_PORT, ETCD_PEER_PORT = 2379, 2380
 DEFAULT_CLUSTER_DNS = "10.96.0.10"  # the kube-dns Service's cluster IP, as kubeadm's
 DEFAULT_CLUSTER_DOMAIN = "cluster.local"
 DEFAULT_CHAIN_PREFIX = "KUBE"  # the first node's kube-proxy: kube's own chain names
@@ -128,6 +136,13 @@ class Options:
     secure: bool = True  # HTTPS, certificates and authorization (--no-secure: plain HTTP)
     secure_port: int = 6443
     authorization_mode: str = "AlwaysAllow"
+    # --ha: a control plane of several "machines", each a loopback address of its own
+    # (control_plane_address) with the standard ports, behind haproxy on 127.0.0.1
+    ha: bool = False
+    etcd_members: int = 3
+    apiservers: int = 2
+    schedulers: int = 2
+    controller_managers: int = 2
 
     @property
     def apiserver_url(self) -> str:
@@ -138,6 +153,23 @@ class Options:
     @property
     def pki_dir(self) -> Path:
         return self.state_dir / "pki"
+
+    @property
+    def control_plane_addresses(self) -> tuple[str, ...]:
+        """--ha: every control-plane machine's address, one per etcd member or apiserver."""
+        count = max(self.etcd_members, self.apiservers, self.schedulers,
+                    self.controller_managers)
+        return tuple(control_plane_address(i) for i in range(1, count + 1)) if self.ha else ()
+
+    def etcd_member_urls(self) -> list[tuple[str, str, str]]:
+        """--ha: each etcd member's (name, client URL, peer URL)."""
+        return [(f"etcd-{i}", f"https://{control_plane_address(i)}:{ETCD_CLIENT_PORT}",
+                 f"https://{control_plane_address(i)}:{ETCD_PEER_PORT}")
+                for i in range(1, self.etcd_members + 1)]
+
+    @property
+    def haproxy_config(self) -> Path:
+        return self.state_dir / "haproxy.cfg"
 
     @property
     def etcd_url(self) -> str:
@@ -176,6 +208,13 @@ class Options:
         return self.kube_proxy_chain_prefixes or chain_prefixes(len(self.nodes))
 
 
+def control_plane_address(index: int) -> str:
+    """--ha: control-plane machine `index` (1, 2, ...): 127.0.1.1, 127.0.1.2, ... Each
+    runs its etcd member, apiserver, scheduler and controller-manager on the ports a
+    machine of its own would, as kubeadm's stacked-etcd control-plane nodes do."""
+    return f"127.0.1.{index}"
+
+
 def chain_prefixes(count: int) -> tuple[str, ...]:
     """Each node's kube-proxy owns chains of its own on the shared host: KUBE (kube's
     names) for the first, KUBE2, KUBE3, ... for the others."""
@@ -192,6 +231,10 @@ class Component:
     health_url: str | None = None
     ports: tuple[tuple[str, int], ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    address: str = LOCALHOST  # where its ports are
+    # components of one nonempty batch start together before any is waited for (etcd's
+    # members: none is healthy before a quorum of them runs)
+    batch: str = ""
 
 
 def etcd_binary() -> str:
@@ -209,24 +252,9 @@ def etcd_environment() -> tuple[tuple[str, str], ...]:
 
 def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
     """The components in start order (they stop in the reverse order)."""
-    peer = options.etcd_peer_url
-    components = [
-        Component("etcd", "etcd", (
-            etcd, "--name", "kubelite", "--data-dir", str(options.state_dir / "etcd"),
-            "--listen-client-urls", options.etcd_url,
-            "--advertise-client-urls", options.etcd_url,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"kubelite={peer}",
-            "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
-            *etcd_tls_args(options),
-        ), health_url=f"{options.etcd_url}/health",
-            ports=(("etcd client", options.etcd_port), ("etcd peer", options.etcd_peer_port)),
-            env=etcd_environment()),
-        apiserver_component(options),
-        scheduler_component(options),
-        controller_manager_component(options),
-        cluster_dns_component(options),
-    ]
+    components = control_plane(options, etcd=etcd) if options.ha else [
+        *single_control_plane(options, etcd=etcd)]
+    components.append(cluster_dns_component(options))
     components += [kube_proxy_component(options, node, port, prefix) for node, port, prefix
                    in zip(options.nodes, options.proxy_ports, options.chain_prefixes,
                           strict=True)]
@@ -242,6 +270,110 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
         ), health_url=f"{'https' if options.secure else 'http'}://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
+
+
+def single_control_plane(options: Options, *, etcd: str) -> list[Component]:
+    """One etcd, apiserver, scheduler and controller-manager on 127.0.0.1."""
+    peer = options.etcd_peer_url
+    return [
+        Component("etcd", "etcd", (
+            etcd, "--name", "kubelite", "--data-dir", str(options.state_dir / "etcd"),
+            "--listen-client-urls", options.etcd_url,
+            "--advertise-client-urls", options.etcd_url,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"kubelite={peer}",
+            "--logger", "zap", "--log-outputs", "stderr", "--log-level", "warn",
+            *etcd_tls_args(options),
+        ), health_url=f"{options.etcd_url}/health",
+            ports=(("etcd client", options.etcd_port), ("etcd peer", options.etcd_peer_port)),
+            env=etcd_environment()),
+        apiserver_component(options),
+        scheduler_component(options),
+        controller_manager_component(options),
+    ]
+
+
+def control_plane(options: Options, *, etcd: str) -> list[Component]:
+    """--ha: the etcd members (peer TLS), the apiservers, haproxy in front of them, and
+    the schedulers and controller-managers, leader-elected; every client goes through
+    haproxy (options.apiserver_url)."""
+    members = options.etcd_member_urls()
+    initial_cluster = ",".join(f"{name}={peer}" for name, _, peer in members)
+    components = [Component(name, "etcd", (
+        etcd, "--name", name, "--data-dir", str(options.state_dir / name),
+        "--listen-client-urls", client, "--advertise-client-urls", client,
+        "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", initial_cluster, "--initial-cluster-state", "new",
+        "--initial-cluster-token", "kubelite",
+        # error: etcd 3.4 warns of every peer stream it opens or loses, a member's restart
+        # fills screens of them
+        "--logger", "zap", "--log-outputs", "stderr", "--log-level", "error",
+        *etcd_tls_args(options),
+    ), health_url=f"{client}/health", ports=(("etcd client", ETCD_CLIENT_PORT),
+                                              ("etcd peer", ETCD_PEER_PORT)),
+        env=etcd_environment(), address=control_plane_address(i), batch="etcd")
+        for i, (name, client, peer) in enumerate(members, start=1)]
+    clients = [client for _, client, _ in members]
+    for i in range(1, options.apiservers + 1):
+        address = control_plane_address(i)
+        # its own machine's member first: gRPC's pick_first uses it while it answers
+        ordered = sorted(clients, key=lambda url: urlparse(url).hostname != address)
+        components.append(apiserver_component(options, index=i, etcd_servers=ordered))
+    components.append(Component("haproxy", "load-balancer", (
+        haproxy_binary(), "-db", "-f", str(options.haproxy_config),
+    ), health_url=f"{options.apiserver_url}/readyz",
+        ports=(("apiserver load balancer", options.secure_port),)))
+    components += [scheduler_component(options, index=i)
+                   for i in range(1, options.schedulers + 1)]
+    components += [controller_manager_component(options, index=i)
+                   for i in range(1, options.controller_managers + 1)]
+    return components
+
+
+def haproxy_binary() -> str:
+    found = shutil.which("haproxy") or ("/usr/sbin/haproxy"
+                                        if os.path.exists("/usr/sbin/haproxy") else None)
+    if not found:
+        raise UserError("haproxy is not installed: run `make deps` (apt-get install haproxy)")
+    return found
+
+
+def haproxy_config_text(options: Options) -> str:
+    """haproxy in front of the apiservers as kubeadm's HA guide sets it up: TCP
+    passthrough (clients keep their certificates end to end), each apiserver
+    health-checked on /readyz over TLS every second, out after 2 failures (and its open
+    connections, watches among them, closed so that their clients reconnect to another),
+    back after 2 successes; tunnels stay open for long watches."""
+    servers = "\n".join(
+        f"    server apiserver-{i} {control_plane_address(i)}:{options.secure_port} check"
+        for i in range(1, options.apiservers + 1))
+    return f"""# written by hack/up.py --ha; rewritten at every start
+global
+    log stderr format raw local0 info
+    maxconn 4000
+
+defaults
+    log global
+    mode tcp
+    option tcplog
+    option dontlognull
+    timeout connect 5s
+    timeout client 1h
+    timeout server 1h
+    timeout tunnel 1h
+    timeout check 2s
+
+frontend apiserver
+    bind {LOCALHOST}:{options.secure_port}
+    default_backend apiservers
+
+backend apiservers
+    balance roundrobin
+    option httpchk GET /readyz
+    http-check expect status 200
+    default-server inter 1s fall 2 rise 2 check-ssl verify none on-marked-down shutdown-sessions
+{servers}
+"""
 
 
 def cluster_dns_component(options: Options) -> Component:
@@ -298,19 +430,26 @@ def etcd_health_verify(options: Options) -> ssl.SSLContext | bool:
                        key=(certs / "healthcheck-client.key").read_bytes())
 
 
-def apiserver_component(options: Options) -> Component:
-    """The apiserver: plain HTTP by default; with --secure, HTTPS only."""
+def apiserver_component(options: Options, *, index: int = 0,
+                        etcd_servers: Sequence[str] = ()) -> Component:
+    """The apiserver: plain HTTP by default; with --secure, HTTPS only. --ha's apiserver
+    `index` listens and advertises (the kubernetes Service's endpoints) on its machine's
+    address."""
     services = (("--service-cluster-ip-range", options.service_cluster_ip_range)
                 if options.service_cluster_ip_range else ())
+    name = f"apiserver-{index}" if index else "apiserver"
+    address = control_plane_address(index) if index else LOCALHOST
+    etcd_url = ",".join(etcd_servers) or options.etcd_url
     if not options.secure:
         return Component("apiserver", "apiserver", (
             PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
             "--bind-address", LOCALHOST, "--port", str(options.port), *services,
         ), health_url=f"{options.apiserver_url}/readyz", ports=(("apiserver", options.port),))
     certs = options.pki_dir
-    return Component("apiserver", "apiserver", (
-        PYTHON, "-m", "apiserver", "--etcd-servers", options.etcd_url,
-        "--bind-address", LOCALHOST, "--port", "0", "--secure-port", str(options.secure_port),
+    return Component(name, "apiserver", (
+        PYTHON, "-m", "apiserver", "--etcd-servers", etcd_url,
+        "--bind-address", address, "--advertise-address", address,
+        "--port", "0", "--secure-port", str(options.secure_port),
         "--tls-cert-file", str(certs / "apiserver.crt"),
         "--tls-private-key-file", str(certs / "apiserver.key"),
         "--client-ca-file", str(certs / "ca.crt"),
@@ -324,8 +463,8 @@ def apiserver_component(options: Options) -> Component:
         "--kubelet-client-key", str(certs / "apiserver-kubelet-client.key"),
         "--kubelet-certificate-authority", str(certs / "ca.crt"),
         "--enable-bootstrap-token-auth", *services,
-    ), health_url=f"{options.apiserver_url}/readyz",
-        ports=(("apiserver", options.secure_port),))
+    ), health_url=f"https://{address}:{options.secure_port}/readyz",
+        ports=(("apiserver", options.secure_port),), address=address)
 
 
 def kubelet_tls_args(options: Options, node: str) -> tuple[str, ...]:
@@ -359,7 +498,8 @@ def health_verify(options: Options) -> ssl.SSLContext | bool:
 
 def write_secure_files(options: Options) -> None:
     """The PKI (what is missing of it), each component's kubeconfig, and the user's."""
-    pki.init(options.pki_dir, options.nodes)
+    pki.init(options.pki_dir, options.nodes, extra_sans=options.control_plane_addresses,
+             etcd_extra_sans=options.control_plane_addresses)
     pki.write_kubeconfigs(options.pki_dir, options.pki_dir, options.nodes,
                           server=options.apiserver_url)
     config = pki.kubeconfig_for(options.pki_dir, "admin", server=options.apiserver_url,
@@ -367,35 +507,42 @@ def write_secure_files(options: Options) -> None:
     pki.write_kubeconfig(options.kubeconfig, config)
 
 
-def scheduler_component(options: Options) -> Component:
+def scheduler_component(options: Options, *, index: int = 0) -> Component:
     """The scheduler; ready when its /readyz says its informers have synced.
 
     One scheduler, so no leader election (as k3s runs a single server): a lease it could
-    lose during an apiserver restart would only stop it for nothing.
+    lose during an apiserver restart would only stop it for nothing. --ha's schedulers
+    (`index` 1, 2, ...) elect a leader on kube-system/kube-scheduler.
     """
     port = options.scheduler_port
-    return Component("scheduler", "scheduler", (
-        PYTHON, "-m", "scheduler", *connect_args(options, "scheduler.conf"), "--leader-elect=false",
-        "--bind-address", LOCALHOST, "--port", str(port),
-    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
-        ports=(("scheduler", port),) if port else ())
+    address = control_plane_address(index) if index else LOCALHOST
+    return Component(f"scheduler-{index}" if index else "scheduler", "scheduler", (
+        PYTHON, "-m", "scheduler", *connect_args(options, "scheduler.conf"),
+        f"--leader-elect={'true' if index else 'false'}",
+        "--bind-address", address, "--port", str(port),
+    ), health_url=f"http://{address}:{port}/readyz" if port else None,
+        ports=(("scheduler", port),) if port else (), address=address)
 
 
-def controller_manager_component(options: Options) -> Component:
+def controller_manager_component(options: Options, *, index: int = 0) -> Component:
     """The controller-manager (node lifecycle, taint eviction, ...); ready when its
-    /readyz says so. One instance, so no leader election, as for the scheduler."""
+    /readyz says so. One instance, so no leader election, as for the scheduler; --ha's
+    (`index` 1, 2, ...) elect a leader on kube-system/kube-controller-manager."""
     port = options.controller_manager_port
+    address = control_plane_address(index) if index else LOCALHOST
     # as kubeadm runs it: the bootstrap-token controllers on, and the cluster CA signing
     # the certificates of nodes that join
     joining = (("--controllers", "*,bootstrapsigner,tokencleaner",
                 "--cluster-signing-cert-file", str(options.pki_dir / "ca.crt"),
                 "--cluster-signing-key-file", str(options.pki_dir / "ca.key"))
                if options.secure else ())
-    return Component("controller-manager", "controller-manager", (
+    name = f"controller-manager-{index}" if index else "controller-manager"
+    return Component(name, "controller-manager", (
         PYTHON, "-m", "controller_manager", *connect_args(options, "controller-manager.conf"),
-        "--leader-elect=false", "--bind-address", LOCALHOST, "--port", str(port), *joining,
-    ), health_url=f"http://{LOCALHOST}:{port}/readyz" if port else None,
-        ports=(("controller-manager", port),) if port else ())
+        f"--leader-elect={'true' if index else 'false'}", "--bind-address", address,
+        "--port", str(port), *joining,
+    ), health_url=f"http://{address}:{port}/readyz" if port else None,
+        ports=(("controller-manager", port),) if port else (), address=address)
 
 
 def kubeconfig_text(server: str) -> str:
@@ -429,7 +576,13 @@ def next_steps(options: Options) -> str:
             f"{certs}/admin.key {options.apiserver_url}/api/v1/namespaces/default/pods"
             if options.secure else
             f"  curl -s {options.apiserver_url}/api/v1/namespaces/default/pods")
+    topology = ([f"control plane: etcd {', '.join(u for _, u, _ in options.etcd_member_urls())}",
+                 f"  apiservers {', '.join(control_plane_address(i) for i in range(1, options.apiservers + 1))}"
+                 f" (:{options.secure_port}) behind haproxy {options.apiserver_url}; "
+                 f"{options.schedulers} schedulers, {options.controller_managers} "
+                 "controller-managers, leader-elected", ""] if options.ha else [])
     return "\n".join([
+        *topology,
         f"kubelite is up: apiserver {options.apiserver_url}, "
         f"nodes {', '.join(options.nodes)}. In another terminal:",
         "",
@@ -458,11 +611,11 @@ def next_steps(options: Options) -> str:
 # --- checks before starting ------------------------------------------------------------
 
 
-def port_is_free(port: int) -> bool:
+def port_is_free(port: int, address: str = LOCALHOST) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            probe.bind((LOCALHOST, port))
+            probe.bind((address, port))
         except OSError:
             return False
     return True
@@ -504,9 +657,9 @@ def running_launcher(options: Options) -> int | None:
 
 
 def port_flag(options: Options, what: str) -> str:
-    if what == "apiserver" and options.secure:
+    if what in ("apiserver", "load-balancer") and options.secure:
         return "--secure-port N"
-    return PORT_FLAGS[what]
+    return PORT_FLAGS.get(what, "--state-dir DIR")
 
 
 def preflight(options: Options) -> str:
@@ -529,6 +682,13 @@ def preflight(options: Options) -> str:
     if pid is not None:
         raise UserError(f"kubelite is already running here (pid {pid}): "
                         "stop it with Ctrl-C in its terminal or `make down`")
+    if options.ha and not options.secure:
+        raise UserError("--ha needs --secure: etcd's members and the load balancer's "
+                        "backends speak TLS")
+    if options.ha and min(options.etcd_members, options.apiservers, options.schedulers,
+                          options.controller_managers) < 1:
+        raise UserError("--ha needs at least one of each: --etcd-members, --apiservers, "
+                        "--schedulers, --controller-managers")
     etcd = etcd_binary()
     if not docker_answers(options.docker_socket):
         raise UserError(f"no Docker daemon answers on {options.docker_socket}: "
@@ -538,9 +698,10 @@ def preflight(options: Options) -> str:
                         "run `bash hack/build-images.sh` (`make up` does), then again")
     for component in plan(options, etcd=etcd):
         for what, port in component.ports:
-            if not port_is_free(port):
+            if not port_is_free(port, component.address):
                 raise UserError(
-                    f"port {port} ({what}) on {LOCALHOST} is already in use: stop what holds "
+                    f"port {port} ({what}) on {component.address} is already in use: stop "
+                    f"what holds "
                     f"it (`ss -ltnp 'sport = :{port}'`; another kubelite? `make down` or "
                     f"`docker compose down`) or choose another: make up UP_ARGS='"
                     f"{port_flag(options, component.kind if component.kind != 'etcd' else what)}'")
@@ -594,6 +755,8 @@ class Cluster:
         self.out = out
         self.stop_requested = False
         self.width = max(len(c.name) for c in components)
+        self.restarts: dict[str, list[float]] = {}  # --ha: when each member was restarted
+        self.died_at: dict[str, float] = {}
 
     def say(self, message: str) -> None:
         self.out(format_own_line(message, width=self.width))
@@ -614,7 +777,11 @@ class Cluster:
                 cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1", **dict(component.env)},
                 start_new_session=True)  # Ctrl-C reaches us only; we stop them in order
         child = Child(component, process, log_path, offset=offset)
-        self.children.append(child)
+        same = [i for i, c in enumerate(self.children) if c.name == component.name]
+        if same:  # a restart takes the dead one's place (and so its place in the stop order)
+            self.children[same[0]] = child
+        else:
+            self.children.append(child)
         self.write_pid_file()
         return child
 
@@ -632,19 +799,37 @@ class Cluster:
                 if shown is not None:
                     self.out(shown)
 
-    def crashed(self) -> Child | None:
-        return next((c for c in self.children if c.process.poll() is not None), None)
-
     def check(self) -> None:
-        """Pump the logs; raise when a stop was asked for or a child died."""
+        """Pump the logs; raise when a stop was asked for or a child died (--ha: a
+        control-plane member that died is started again, unless it keeps dying)."""
         self.pump_logs()
         if self.stop_requested:
             raise Interrupted
-        child = self.crashed()
-        if child is not None:
-            lines = "\n".join(f"    {line}" for line in child.last_lines(15))
-            raise UserError(f"{child.name} {describe_exit(child.process.returncode)}; "
-                            f"the end of {shown_path(child.log_path)}:\n{lines}")
+        for child in [c for c in self.children if c.process.poll() is not None]:
+            if not self.restart_if_replicated(child):
+                lines = "\n".join(f"    {line}" for line in child.last_lines(15))
+                raise UserError(f"{child.name} {describe_exit(child.process.returncode)}; "
+                                f"the end of {shown_path(child.log_path)}:\n{lines}")
+
+    def restart_if_replicated(self, child: Child) -> bool:
+        """--ha: whether `child` is (or will shortly be) started again."""
+        if not self.options.ha or child.component.kind not in RESTARTED_KINDS:
+            return False
+        now = time.monotonic()
+        if child.name not in self.died_at:
+            self.died_at[child.name] = now
+            self.say(f"{child.name} {describe_exit(child.process.returncode)}: starting it "
+                     f"again in {RESTART_DELAY_SECONDS:.0f}s")
+        if now - self.died_at[child.name] < RESTART_DELAY_SECONDS:
+            return True
+        recent = [t for t in self.restarts.get(child.name, []) if now - t < CRASH_LOOP_WINDOW]
+        if len(recent) >= CRASH_LOOP_RESTARTS:
+            return False
+        self.restarts[child.name] = [*recent, now]
+        del self.died_at[child.name]
+        self.start(child.component)
+        self.say(f"started {child.name} again")
+        return True
 
     def wait_until(self, what: str, ready: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.options.startup_timeout
@@ -658,24 +843,29 @@ class Cluster:
             time.sleep(0.2)
 
     def start_all(self) -> None:
-        for component in self.components:
-            self.say(f"starting {component.name}")
-            self.start(component)
-            if component.health_url:
-                verify = (health_verify(self.options) if component.kind in ("apiserver",
-                                                                              "kubelet")
-                          else etcd_health_verify(self.options) if component.kind == "etcd"
-                          else True)
-                self.wait_until(f"{component.name} ({component.health_url})",
-                                functools.partial(http_ok, component.health_url, verify))
-            if component.kind == "apiserver" and self.options.secure:
-                self.say(publish_cluster_info(self.options))
+        for batch in start_batches(self.components):
+            for component in batch:
+                self.say(f"starting {component.name}")
+                self.start(component)
+            for component in batch:
+                if component.health_url:
+                    self.wait_until(f"{component.name} ({component.health_url})",
+                                    functools.partial(http_ok, component.health_url,
+                                                      self.health_check_verify(component)))
+                if component.kind == ("load-balancer" if self.options.ha else "apiserver") \
+                        and self.options.secure:
+                    self.say(publish_cluster_info(self.options))
         nodes = self.options.nodes
         verify = health_verify(self.options)
         self.wait_until("the nodes", lambda: all(
             node_ready(self.options.apiserver_url, node, verify) for node in nodes))
         self.pump_logs()
         self.say(f"nodes {', '.join(nodes)} are Ready")
+
+    def health_check_verify(self, component: Component) -> ssl.SSLContext | bool:
+        if component.kind in ("apiserver", "load-balancer", "kubelet"):
+            return health_verify(self.options)
+        return etcd_health_verify(self.options) if component.kind == "etcd" else True
 
     def run_until_stopped(self) -> None:
         while True:
@@ -737,16 +927,34 @@ def describe_exit(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
+def start_batches(components: list[Component]) -> list[list[Component]]:
+    """Start order in batches: consecutive components of one nonempty `batch` together,
+    every other component alone."""
+    batches: list[list[Component]] = []
+    for component in components:
+        if batches and component.batch and batches[-1][-1].batch == component.batch:
+            batches[-1].append(component)
+        else:
+            batches.append([component])
+    return batches
+
+
 def stop_groups(children: list[Child]) -> list[list[Child]]:
-    """Reverse start order, with every kubelet in one group, then every kube-proxy in one
-    (each kind stops side by side)."""
+    """Reverse start order, with every kubelet in one group, then every kube-proxy in one,
+    then (--ha) the members of each other kind together (each kind stops side by side)."""
     groups: list[list[Child]] = []
     for kind in ("kubelet", "kube-proxy"):
         group = [c for c in children if c.component.kind == kind]
         if group:
             groups.append(group)
-    return groups + [[c] for c in reversed(children)
-                     if c.component.kind not in ("kubelet", "kube-proxy")]
+    for child in reversed(children):
+        if child.component.kind in ("kubelet", "kube-proxy"):
+            continue
+        if groups and groups[-1][-1].component.kind == child.component.kind:
+            groups[-1].append(child)
+        else:
+            groups.append([child])
+    return groups
 
 
 def signal_group(pid: int, signum: int) -> None:
@@ -788,6 +996,8 @@ def up(options: Options) -> int:
     options.logs_dir.mkdir(parents=True, exist_ok=True)  # and the state directory
     if options.secure:
         write_secure_files(options)
+        if options.ha:
+            options.haproxy_config.write_text(haproxy_config_text(options))
     else:
         options.kubeconfig.write_text(kubeconfig_text(options.apiserver_url))
     options.cluster_file.write_text(json.dumps({
@@ -940,6 +1150,19 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     parser.add_argument("--authorization-mode", default="Node,RBAC",
                         help="the apiserver's --authorization-mode with --secure "
                              "(default: %(default)s)")
+    ha = parser.add_argument_group(
+        "HA control plane (--ha)",
+        "control-plane machine N is the loopback address 127.0.1.N, running etcd member "
+        "etcd-N (2379, peers 2380), apiserver-N (--secure-port), scheduler-N and "
+        "controller-manager-N (their ports above), as N machines would; haproxy on "
+        "127.0.0.1:--secure-port balances the apiservers, and every client goes through "
+        "it. A member that dies is started again.")
+    ha.add_argument("--ha", action="store_true", help="run the control plane highly available")
+    ha.add_argument("--etcd-members", type=int, default=3, help="(default: %(default)s)")
+    ha.add_argument("--apiservers", type=int, default=2, help="(default: %(default)s)")
+    ha.add_argument("--schedulers", type=int, default=2, help="(default: %(default)s)")
+    ha.add_argument("--controller-managers", type=int, default=2,
+                    help="(default: %(default)s)")
     args = parser.parse_args(argv)
     return args.command, Options(
         state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
@@ -952,7 +1175,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
         cluster_dns=args.cluster_dns, cluster_domain=args.cluster_domain,
         service_cluster_ip_range=args.service_cluster_ip_range, pause_image=args.pause_image, docker_socket=args.docker_socket,
         startup_timeout=args.startup_timeout, secure=args.secure,
-        secure_port=args.secure_port, authorization_mode=args.authorization_mode)
+        secure_port=args.secure_port, authorization_mode=args.authorization_mode,
+        ha=args.ha, etcd_members=args.etcd_members, apiservers=args.apiservers,
+        schedulers=args.schedulers, controller_managers=args.controller_managers)
 
 
 def main(argv: list[str] | None = None) -> int:
