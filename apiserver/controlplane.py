@@ -178,11 +178,17 @@ def master_lease(address: str) -> dict[str, Any]:
             "subsets": [{"addresses": [{"ip": address}]}]}
 
 
-async def renew_master_lease(registry: Registry, address: str) -> None:
-    """This apiserver's lease on its address, for another MASTER_LEASE_TTL seconds."""
+async def renew_master_lease(registry: Registry, address: str, lease: int) -> int:
+    """This apiserver's lease on its address, for another MASTER_LEASE_TTL seconds; the
+    etcd lease id. A live lease is only kept alive, which writes nothing (etcd's revision,
+    every client's resourceVersion, stays put); a gone one is granted and written again."""
+    key = master_lease_key(registry.prefix, address)
+    if lease and await registry.storage.keep_alive(lease) > 0 \
+            and await registry.storage.get(key) is not None:
+        return lease
     lease = await registry.storage.grant_lease(MASTER_LEASE_TTL)
-    await registry.storage.put(master_lease_key(registry.prefix, address),
-                               master_lease(address), lease=lease)
+    await registry.storage.put(key, master_lease(address), lease=lease)
+    return lease
 
 
 async def live_master_addresses(registry: Registry) -> list[str]:
@@ -288,6 +294,7 @@ class ServiceControlPlane:
     advertise_address: str = "127.0.0.1"
     repair_interval: float = DEFAULT_REPAIR_INTERVAL
     _task: asyncio.Task[None] | None = None
+    _master_lease: int = 0
 
     async def start(self) -> None:
         """Repair once, reconcile the kubernetes Service (which needs `default`), then keep
@@ -315,7 +322,8 @@ class ServiceControlPlane:
 
     async def _reconcile_kubernetes(self) -> None:
         await reconcile_kubernetes_service(self.registry, self.ranges, self.secure_port)
-        await renew_master_lease(self.registry, self.advertise_address)
+        self._master_lease = await renew_master_lease(self.registry, self.advertise_address,
+                                                      self._master_lease)
         await reconcile_kubernetes_endpoint_slice(
             self.registry, await live_master_addresses(self.registry), self.secure_port)
 

@@ -431,6 +431,24 @@ class Storage:
         resp = await self._call(self._lease.LeaseGrant, rpc.LeaseGrantRequest(TTL=ttl))
         return int(resp.ID)
 
+    async def keep_alive(self, lease: int) -> int:
+        """Renew `lease` once (no write: etcd's revision stays); its new TTL, 0 when it is
+        gone (expired or revoked)."""
+        async def one() -> AsyncIterator[Any]:
+            yield rpc.LeaseKeepAliveRequest(ID=lease)
+
+        if self._lease is None:
+            raise Unavailable("etcd: not connected")
+        call = self._lease.LeaseKeepAlive(one())
+        try:
+            async with asyncio.timeout(5):
+                resp = await call.read()
+        except (grpc.aio.AioRpcError, TimeoutError) as e:
+            raise _unavailable(e) from e
+        finally:
+            call.cancel()
+        return 0 if resp is grpc.aio.EOF else int(resp.TTL)
+
     async def compact(self, revision: int) -> None:
         """Drop the history before `revision` (kube's compactor does not wait for the
         physical compaction, which may take longer than a call may)."""
