@@ -143,8 +143,11 @@ async def test_cluster_ip_and_node_port_reach_every_pod(
             assert jumps == 10
 
             # kill -9: the rules stay and serve; the restart reconciles, duplicating nothing.
+            # (retried: a SYN lost twice on a loaded CI machine is not a missing rule, and
+            # every answer here comes without a kube-proxy running)
             proxy.kill()
-            assert set(await answers(cluster_ip, 80, requests=20)) == set(names)
+            await eventually(lambda: both(cluster_ip, 80), timeout=20,
+                             what="the ClusterIP serving with kube-proxy dead")
             proxy.start()
             assert jump_count(proxy.prefix) == jumps
             assert {t: own_lines(iptables_save(t), proxy.prefix)
