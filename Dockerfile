@@ -14,12 +14,12 @@ ENV PYTHONUNBUFFERED=1 \
     PATH=/opt/kubelite/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # kube-proxy programs the host's iptables (nat and filter) and clears conntrack entries;
-# the cluster DNS runs dnsmasq. The Debian-made base has them already; a slim Python image
-# gets them from its package mirror.
+# the cluster DNS runs dnsmasq; the compose file's HA profile balances with haproxy. The
+# Debian-made base has them already; a slim Python image gets them from its package mirror.
 RUN if ! command -v iptables-restore >/dev/null || ! command -v conntrack >/dev/null \
-        || ! [ -x /usr/sbin/dnsmasq ]; then \
+        || ! [ -x /usr/sbin/dnsmasq ] || ! command -v haproxy >/dev/null; then \
         apt-get update \
-     && apt-get install -y --no-install-recommends iptables conntrack dnsmasq-base \
+     && apt-get install -y --no-install-recommends iptables conntrack dnsmasq-base haproxy \
      && rm -rf /var/lib/apt/lists/*; \
     fi
 

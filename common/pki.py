@@ -364,12 +364,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_init.add_argument("--node", action="append", default=[], help="a node (repeatable)")
     p_init.add_argument("--apiserver-cert-extra-sans", default="",
                         help="comma-separated extra DNS names or IPs of the apiserver")
+    p_init.add_argument("--etcd-cert-extra-sans", default="",
+                        help="comma-separated extra DNS names or IPs of etcd's server and "
+                             "peer certificates (kubeadm's etcd.local.serverCertSANs)")
     p_init.add_argument("--server", help="also write each identity's kubeconfig for this URL")
     p_init.add_argument("--kubeconfig-dir", type=Path,
                         help="where the kubeconfigs go (default: DIR)")
     args = parser.parse_args(argv)
     sans = [s for s in args.apiserver_cert_extra_sans.split(",") if s]
-    for path in init(args.dir, args.node, extra_sans=sans):
+    etcd_sans = [s for s in args.etcd_cert_extra_sans.split(",") if s]
+    for path in init(args.dir, args.node, extra_sans=sans, etcd_extra_sans=etcd_sans):
         print(f"wrote {path}")
     if args.server:
         for path in write_kubeconfigs(args.dir, args.kubeconfig_dir or args.dir, args.node,

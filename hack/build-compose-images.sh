@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make images`: every image docker-compose.yml needs, built here, for a machine that
 # reaches no container registry (Debian's package mirror and PyPI are enough):
-#   kubelite/python-base   Debian bookworm minbase + python3 (3.11) + python3-venv,
+#   kubelite/python-base   Debian bookworm minbase + python3 (3.11) + python3-venv (and
+#                          iptables, conntrack, dnsmasq, haproxy for the components),
 #                          made with debootstrap and `docker import` (about 40 s)
 #   kubelite/etcd:3.4      the host's etcd and etcdctl (Debian etcd-server/etcd-client 3.4)
 #                          on that base
@@ -60,7 +61,7 @@ fi
 
 build_python_base() {
   local hash root
-  hash="$(printf 'minbase python3 python3-venv iptables conntrack dnsmasq-base %s %s v2' \
+  hash="$(printf 'minbase python3 python3-venv iptables conntrack dnsmasq-base haproxy %s %s v3' \
     "$DEBIAN_SUITE" "$DEBIAN_MIRROR" \
     | sha256sum | cut -c1-16)"
   if [ "$(build_label "$BASE_IMAGE")" = "$hash" ]; then
@@ -69,8 +70,10 @@ build_python_base() {
   need_root_package debootstrap debootstrap
   root="$(mktemp -d /tmp/kubelite-rootfs.XXXXXX)"
   say "building $BASE_IMAGE: debootstrap $DEBIAN_SUITE (about a minute)"
-  # iptables and conntrack: kube-proxy's proxier; dnsmasq-base: the cluster DNS server
-  debootstrap --variant=minbase --include=python3,python3-venv,iptables,conntrack,dnsmasq-base \
+  # iptables and conntrack: kube-proxy's proxier; dnsmasq-base: the cluster DNS server;
+  # haproxy: the HA profile's load balancer
+  debootstrap --variant=minbase \
+    --include=python3,python3-venv,iptables,conntrack,dnsmasq-base,haproxy \
     "$DEBIAN_SUITE" "$root" "$DEBIAN_MIRROR" >"$root.log" 2>&1 \
     || { tail -n 20 "$root.log" >&2; rm -rf "$root" "$root.log"; exit 1; }
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root.log"

