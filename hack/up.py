@@ -143,6 +143,7 @@ class Options:
     apiservers: int = 2
     schedulers: int = 2
     controller_managers: int = 2
+    kubelet_args: tuple[str, ...] = ()  # --kubelet-arg KEY=VALUE: --KEY=VALUE to every kubelet
 
     @property
     def apiserver_url(self) -> str:
@@ -267,6 +268,7 @@ def plan(options: Options, *, etcd: str = "etcd") -> list[Component]:
             "--pod-infra-container-image", options.pause_image,
             "--cluster-dns", options.cluster_dns, "--cluster-domain", options.cluster_domain,
             *kubelet_tls_args(options, node),
+            *(f"--{arg}" for arg in options.kubelet_args),
         ), health_url=f"{'https' if options.secure else 'http'}://{LOCALHOST}:{port}/healthz",
             ports=((f"kubelet {node}", port),)))
     return components
@@ -566,9 +568,40 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
+def topology_lines(options: Options) -> list[str]:
+    """--ha: where each member of the control plane listens."""
+    if not options.ha:
+        return []
+    apiservers = ", ".join(control_plane_address(i) for i in range(1, options.apiservers + 1))
+    return [f"control plane: etcd {', '.join(u for _, u, _ in options.etcd_member_urls())}",
+            f"  apiservers {apiservers} (:{options.secure_port}) behind haproxy "
+            f"{options.apiserver_url}; {options.schedulers} schedulers, "
+            f"{options.controller_managers} controller-managers, leader-elected", ""]
+
+
+def control_plane_only_steps(options: Options, kubectl: str) -> str:
+    """--nodes '': a control plane that waits for nodes to join (README "Nodes that join")."""
+    join = (f"  .venv/bin/python -m common.bootstraptoken --kubeconfig "
+            f"{shown_path(options.kubeconfig)} create --print-join-command  # a node joins"
+            if options.secure else "  (nodes join a --secure cluster only)")
+    return "\n".join([
+        *topology_lines(options),
+        f"kubelite is up: apiserver {options.apiserver_url}, no nodes yet. In another terminal:",
+        "",
+        f"  export KUBECONFIG={options.kubeconfig.resolve()}",
+        join,
+        f"  {kubectl} get nodes -o wide",
+        "",
+        f"Logs: {shown_path(options.logs_dir)}/<component>.log. "
+        "Stop: Ctrl-C here, or `make down`.",
+    ])
+
+
 def next_steps(options: Options) -> str:
     kubectl = shown_path(REPO / ".venv" / "bin" / "kubectl")
     examples = shown_path(REPO / "examples")
+    if not options.nodes:
+        return control_plane_only_steps(options, kubectl)
     first, *rest = options.nodes
     second = rest[0] if rest else first
     certs = shown_path(options.pki_dir)
@@ -576,11 +609,7 @@ def next_steps(options: Options) -> str:
             f"{certs}/admin.key {options.apiserver_url}/api/v1/namespaces/default/pods"
             if options.secure else
             f"  curl -s {options.apiserver_url}/api/v1/namespaces/default/pods")
-    topology = ([f"control plane: etcd {', '.join(u for _, u, _ in options.etcd_member_urls())}",
-                 f"  apiservers {', '.join(control_plane_address(i) for i in range(1, options.apiservers + 1))}"
-                 f" (:{options.secure_port}) behind haproxy {options.apiserver_url}; "
-                 f"{options.schedulers} schedulers, {options.controller_managers} "
-                 "controller-managers, leader-elected", ""] if options.ha else [])
+    topology = topology_lines(options)
     return "\n".join([
         *topology,
         f"kubelite is up: apiserver {options.apiserver_url}, "
@@ -1163,6 +1192,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     ha.add_argument("--schedulers", type=int, default=2, help="(default: %(default)s)")
     ha.add_argument("--controller-managers", type=int, default=2,
                     help="(default: %(default)s)")
+    parser.add_argument("--kubelet-arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="a flag for every kubelet, as k3s's --kubelet-arg: "
+                             "max-pods=160 runs them with --max-pods=160 (repeatable)")
     args = parser.parse_args(argv)
     return args.command, Options(
         state_dir=args.state_dir.resolve(), port=args.port, etcd_port=args.etcd_port,
@@ -1177,7 +1209,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
         startup_timeout=args.startup_timeout, secure=args.secure,
         secure_port=args.secure_port, authorization_mode=args.authorization_mode,
         ha=args.ha, etcd_members=args.etcd_members, apiservers=args.apiservers,
-        schedulers=args.schedulers, controller_managers=args.controller_managers)
+        schedulers=args.schedulers, controller_managers=args.controller_managers,
+        kubelet_args=tuple(arg.removeprefix("--") for arg in args.kubelet_arg))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,8 +19,8 @@ import json
 import os
 import re
 import signal
-import time
-from collections import Counter
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,16 +29,20 @@ import httpx
 import pytest
 
 from common.kubeconfig import ssl_context
-from kubelet.runtime import LABEL_CONTAINER_TYPE, LABEL_POD_UID, TYPE_CONTAINER, TYPE_SANDBOX
-from tests.docker_support import BUSYBOX_IMAGE, ensure_docker, node_containers
+from tests.docker_support import ensure_docker
+from tests.ha_support import (
+    BATCH,
+    NS,
+    all_running,
+    create_batch,
+    leader,
+    no_docker_problems,
+    no_pods_left,
+)
 from tests.seeds import Launcher, alive
-from tests.support import eventually, unique
+from tests.support import REPO, eventually, unique
 
 pytestmark = pytest.mark.docker
-
-NS = "default"
-LONG_RUNNER = "trap 'exit 0' TERM; sleep 3600 & wait"
-BATCH = 8  # pods created after each kill
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +50,8 @@ def ha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launcher]:
     ensure_docker()
     launched = Launcher.fresh(tmp_path_factory.mktemp("ha") / "state")
     launched.ports.append("--ha")
+    if 4 * BATCH > 200:  # the storm: past 2 nodes x kube's default --max-pods of 110
+        launched.ports += ["--kubelet-arg", f"max-pods={2 * BATCH + 20}"]
     launched.start()
     yield launched
     launched.cleanup()
@@ -65,19 +71,10 @@ def tls(launched: Launcher, name: str, *, etcd: bool = False) -> httpx.Client:
     return httpx.Client(verify=context, timeout=5)
 
 
-def leader(launched: Launcher, kind: str, port: int) -> str:
-    """The member of `kind` whose /metrics says it leads (leader_election_master_status)."""
-    for name in children(launched):
-        if not re.fullmatch(f"{kind}-[0-9]+", name):
-            continue
-        address = f"127.0.1.{name.rsplit('-', 1)[1]}"
-        try:
-            text = httpx.get(f"http://{address}:{port}/metrics", timeout=3).text
-        except httpx.HTTPError:
-            continue
-        if re.search(r'^leader_election_master_status\{name="[^"]+"\} 1', text, re.M):
-            return name
-    return ""
+def members(launched: Launcher, kind: str) -> dict[str, str]:
+    """The launcher's members of `kind` (scheduler-1, ...) by their machine's address."""
+    return {name: f"127.0.1.{name.rsplit('-', 1)[1]}" for name in children(launched)
+            if re.fullmatch(f"{kind}-[0-9]+", name)}
 
 
 def kill(launched: Launcher, name: str, log: list[str]) -> int:
@@ -85,58 +82,6 @@ def kill(launched: Launcher, name: str, log: list[str]) -> int:
     os.kill(pid, signal.SIGKILL)
     log.append(f"killed {name} (pid {pid})")
     return pid
-
-
-def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"ha": "1"}},
-            "spec": {"terminationGracePeriodSeconds": 2, "containers": [
-                {"name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "Never",
-                 "command": ["sh", "-c", LONG_RUNNER]}]}}
-
-
-async def create_batch(http: httpx.AsyncClient, prefix: str, acknowledged: list[str]) -> None:
-    """Create BATCH pods, each retried through the outage until the cluster answers: a 201
-    is an acknowledged write, a 409 on a retry one whose answer was lost on the way."""
-    for i in range(BATCH):
-        name = f"{prefix}-{i}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                response = await http.post(f"/api/v1/namespaces/{NS}/pods", json=pod(name))
-                if response.status_code in (201, 409):
-                    acknowledged.append(name)
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, f"create {name}: no answer for 60 s"
-            await asyncio.sleep(0.3)
-
-
-def docker_problems(launched: Launcher, pods: dict[str, dict[str, Any]]) -> list[str]:
-    by_uid = {p["metadata"]["uid"]: p for p in pods.values()}
-    problems: list[str] = []
-    seen: Counter[tuple[str, str, str]] = Counter()
-    for node in (launched.nodes.node1, launched.nodes.node2):
-        for container in node_containers(node):
-            labels = container.get("Labels") or {}
-            uid, kind = labels.get(LABEL_POD_UID, ""), labels.get(LABEL_CONTAINER_TYPE, "")
-            owner = by_uid.get(uid)
-            if owner is None:
-                problems.append(f"orphan on {node}: {container['Names']} {kind}")
-            elif owner["spec"].get("nodeName") != node:
-                problems.append(f"{owner['metadata']['name']} runs on {node}, bound elsewhere")
-            else:
-                seen[(uid, kind, container["State"])] += 1
-    for uid, owner in by_uid.items():
-        for kind in (TYPE_SANDBOX, TYPE_CONTAINER):
-            states = {s: n for (u, k, s), n in seen.items() if u == uid and k == kind}
-            if states != {"running": 1}:
-                problems.append(f"{owner['metadata']['name']}: {kind} {states}")
-    return problems
-
-
-def running(pod_object: dict[str, Any]) -> bool:
-    return (pod_object.get("status") or {}).get("phase") == "Running"
 
 
 async def test_ha_control_plane_survives_its_members_being_killed(ha: Launcher) -> None:
@@ -153,25 +98,19 @@ async def test_ha_control_plane_survives_its_members_being_killed(ha: Launcher) 
         await create_batch(http, f"{prefix}-b", acknowledged)
         killed.append(kill(ha, "etcd-1", log))
         await create_batch(http, f"{prefix}-c", acknowledged)
-        scheduler, manager = (leader(ha, "scheduler", scheduler_port),
-                              leader(ha, "controller-manager", cm_port))
+        scheduler, manager = (leader(members(ha, "scheduler"), scheduler_port),
+                              leader(members(ha, "controller-manager"), cm_port))
         assert scheduler and manager, f"no leaders: {scheduler!r} {manager!r}"
         killed += [kill(ha, scheduler, log), kill(ha, manager, log)]  # two at once
         await create_batch(http, f"{prefix}-d", acknowledged)
 
-        async def all_running() -> dict[str, dict[str, Any]] | None:
-            response = await http.get(f"/api/v1/namespaces/{NS}/pods",
-                                      params={"labelSelector": "ha=1"})
-            if response.status_code != 200:
-                return None
-            pods = {p["metadata"]["name"]: p for p in response.json()["items"]}
-            return pods if set(acknowledged) <= set(pods) and all(
-                running(p) for p in pods.values()) else None
-
-        pods = await eventually(all_running, timeout=240, interval=1,
+        pods = await eventually(lambda: all_running(http, acknowledged),
+                                timeout=240 + 2 * len(acknowledged), interval=1,
                                 what=f"every acknowledged pod Running ({log})")
+        assert pods is not None
         assert set(pods) == set(acknowledged), "a pod nobody acknowledged appeared"
-        await eventually(lambda: _no_problems(ha, pods), timeout=60,
+        nodes = (ha.nodes.node1, ha.nodes.node2)
+        await eventually(lambda: no_docker_problems(nodes, pods), timeout=60,
                          what=f"one sandbox and one app container each ({log})")
 
         # the killed members were started again, and are back in their roles
@@ -230,8 +169,65 @@ async def test_ha_control_plane_survives_its_members_being_killed(ha: Launcher) 
         assert response.status_code == 200, response.text
 
 
-async def _no_problems(launched: Launcher, pods: dict[str, dict[str, Any]]) -> bool:
-    return not await asyncio.to_thread(docker_problems, launched, pods)
+async def test_ha_backup_and_restore_brings_every_member_back_to_the_snapshot(
+        ha: Launcher) -> None:
+    """`hack/etcd_snapshot.py save --ha` from a live member; the cluster stopped;
+    `restore --ha` gives all three members the snapshot's data (revision moved past what
+    they served); the cluster started again: the snapshot's pods are Running with one
+    sandbox and one container each, and what came after the snapshot is gone, from the
+    API and from Docker."""
+    tool = [sys.executable, str(REPO / "hack" / "etcd_snapshot.py")]
+    state = ["--ha", "--state-dir", str(ha.state_dir)]
+    snapshot = ha.state_dir.parent / "ha-snapshot.db"
+    kept = [f"{unique('kept')}-{i}" for i in range(2)]
+    later = unique("later")
+    nodes = (ha.nodes.node1, ha.nodes.node2)
+    async with httpx.AsyncClient(base_url=ha.server, timeout=10) as http:
+        await eventually(lambda: no_pods_left(http), timeout=300, interval=1,
+                         what="the chaos test's pods deleted")
+        acknowledged: list[str] = []
+        for name in kept:
+            await create_batch(http, name, acknowledged, count=1)
+        await eventually(lambda: all_running(http, acknowledged), timeout=120, interval=1,
+                         what="the pods to keep Running")
+        saved = await asyncio.to_thread(subprocess.run, [*tool, "save", str(snapshot), *state],
+                                        capture_output=True, text=True, timeout=120)
+        assert saved.returncode == 0, saved.stderr
+        assert saved.stdout.startswith(f"saved {snapshot}: revision "), saved.stdout
+        await create_batch(http, later, acknowledged, count=1)
+        pods = await eventually(lambda: all_running(http, acknowledged), timeout=120,
+                                interval=1, what="the pod after the snapshot Running")
+        assert pods is not None
+
+    assert ha.interrupt() == 0
+    restored = await asyncio.to_thread(subprocess.run,
+                                       [*tool, "restore", str(snapshot), *state],
+                                       capture_output=True, text=True, timeout=300)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    lines = restored.stdout.splitlines()
+    assert lines[0].startswith("restored " + ", ".join(
+        str(ha.state_dir / f"etcd-{i}") for i in (1, 2, 3))), lines
+    assert any(line.startswith("revision moved forward to ") for line in lines), lines
+    assert len([line for line in lines if "before-restore" in line]) == 3, lines
+
+    ha.start()
+    async with httpx.AsyncClient(base_url=ha.server, timeout=10) as http:
+        async def only_the_snapshots() -> dict[str, dict[str, Any]] | None:
+            pods = await all_running(http, [f"{name}-0" for name in kept])
+            return pods if pods is not None and f"{later}-0" not in pods else None
+        pods = await eventually(only_the_snapshots, timeout=180, interval=1,
+                                what="the snapshot's pods back, the later one gone")
+        assert pods is not None
+        await eventually(lambda: no_docker_problems(nodes, pods), timeout=120,
+                         what="one sandbox and one container each, the later pod's gone")
+        with tls(ha, "", etcd=True) as etcd:
+            async def members_healthy() -> bool:
+                return all(etcd.get(f"https://127.0.1.{i}:2379/health").json().get("health")
+                           == "true" for i in (1, 2, 3))
+            await eventually(members_healthy, timeout=60, what="3 healthy etcd members")
+        response = await http.delete(f"/api/v1/namespaces/{NS}/pods",
+                                     params={"labelSelector": "ha=1"})
+        assert response.status_code == 200, response.text
 
 
 def test_ha_plan_gives_each_member_its_machine_address() -> None:
@@ -254,3 +250,16 @@ def test_ha_plan_gives_each_member_its_machine_address() -> None:
     config = up.haproxy_config_text(options)
     assert "server apiserver-2 127.0.1.2:6443 check" in config
     assert "option httpchk GET /readyz" in config
+
+
+def test_a_control_plane_without_nodes_waits_for_them_to_join() -> None:
+    from tests.test_e2e_up import load_hack_module
+    up = load_hack_module("up")
+    options = up.Options(state_dir=Path("/tmp/state"), nodes=(), kubelet_ports=(),
+                         secure=True, ha=True)
+    kinds = {c.kind for c in up.plan(options)}
+    assert "kubelet" not in kinds and "kube-proxy" not in kinds
+    assert {"etcd", "apiserver", "load-balancer", "scheduler", "controller-manager"} <= kinds
+    steps = up.next_steps(options)
+    assert "no nodes yet" in steps and "create --print-join-command" in steps
+    assert "apiservers 127.0.1.1, 127.0.1.2 (:6443) behind haproxy" in steps
