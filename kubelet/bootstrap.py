@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import datetime
 import logging
 import ssl
@@ -56,13 +57,15 @@ from common.csr import (
     has_condition,
     issued_certificate,
 )
+from common.errors import Gone
 from common.kubeconfig import load, ssl_context
 from common.pki import write_file
 
 log = logging.getLogger("kubelet.bootstrap")
 
 RETRY_SECONDS = 2.0
-POLL_SECONDS = 0.5
+# a CSR's watch is ended and started again after this, as client-go's is
+WATCH_SECONDS = 300
 CSR_GROUP_VERSIONS = {"certificatesigningrequests": "certificates.k8s.io/v1"}
 # a certificate this close to its end is requested anew at start
 RENEW_BEFORE = datetime.timedelta(hours=1)
@@ -208,16 +211,53 @@ async def request_certificate(api: ApiClient, *, common_name: str, signer: str,
     name = created["metadata"]["name"]
     log.info("requested a %s certificate for %s: CertificateSigningRequest %s; waiting for "
              "it to be approved and issued", signer, common_name, name)
+    issued = await wait_for_certificate(api, name)
+    log.info("certificate %s issued for %s", name, common_name)
+    return key, issued
+
+
+def certificate_outcome(csr: dict[str, Any]) -> bytes | None:
+    """The certificate a CSR was issued, None while it waits; BootstrapError once it was
+    denied or failed."""
+    issued = issued_certificate(csr)
+    if issued:
+        return issued
+    for refused in (DENIED, FAILED):
+        if has_condition(csr, refused):
+            raise BootstrapError(f"certificate request {csr['metadata']['name']} was "
+                                 f"{refused.lower()}")
+    return None
+
+
+async def wait_for_certificate(api: ApiClient, name: str) -> bytes:
+    """client-go's WaitForCertificate: a list and then a watch of this one CSR
+    (fieldSelector metadata.name), listed again whenever the watch ends, until the
+    signer has issued it."""
+    selector = f"metadata.name={name}"
     while True:
-        csr = await api.get("certificatesigningrequests", name)
-        issued = issued_certificate(csr)
+        listed = await api.list("certificatesigningrequests", field_selector=selector)
+        if not listed.get("items"):
+            raise BootstrapError(f"certificate request {name} was deleted")
+        issued = certificate_outcome(listed["items"][0])
         if issued:
-            log.info("certificate %s issued for %s", name, common_name)
-            return key, issued
-        for refused in (DENIED, FAILED):
-            if has_condition(csr, refused):
-                raise BootstrapError(f"certificate request {name} was {refused.lower()}")
-        await asyncio.sleep(POLL_SECONDS)
+            return issued
+        version = listed["metadata"]["resourceVersion"]
+        try:
+            async with contextlib.aclosing(api.watch(
+                    "certificatesigningrequests", resource_version=version,
+                    field_selector=selector, timeout_seconds=WATCH_SECONDS)) as events:
+                async for event in events:
+                    if event["type"] == "DELETED":
+                        raise BootstrapError(f"certificate request {name} was deleted")
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        issued = certificate_outcome(event["object"])
+                        if issued:
+                            return issued
+        except Gone:
+            continue  # compacted under us: list again
+        except (httpx.HTTPError, OSError) as e:
+            log.info("watching CertificateSigningRequest %s: %s; listing again", name, e)
+            await asyncio.sleep(RETRY_SECONDS)
 
 
 def client_kubeconfig(server: str, ca_pem: bytes, pem: bytes, node: str) -> dict[str, Any]:
