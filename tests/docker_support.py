@@ -14,12 +14,14 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from kubelet.runtime import LABEL_CONTAINER_TYPE, LABEL_POD_UID, TYPE_CONTAINER, TYPE_SANDBOX
 from tests.cm_support import ControllerManagerProcess
 from tests.support import (
     PYTHON,
@@ -292,3 +294,34 @@ def docker_cluster(workdir: Path, nodes: Sequence[str], *,
         etcd.stop()
         for node in nodes:
             remove_node_containers(node)
+
+
+def docker_problems(nodes: Sequence[str], pods: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Everything wrong with the containers labelled with `nodes`, given the live pods (by
+    name): an orphan, a pod running on a node it is not bound to, or anything but one
+    running sandbox and one running app container per pod."""
+    by_uid = {pod["metadata"]["uid"]: pod for pod in pods.values()}
+    problems: list[str] = []
+    seen: Counter[tuple[str, str, str]] = Counter()  # (uid, type, state)
+    for node in nodes:
+        for container in node_containers(node):
+            labels = container.get("Labels") or {}
+            uid = labels.get(LABEL_POD_UID, "")
+            kind = labels.get(LABEL_CONTAINER_TYPE, "")
+            pod = by_uid.get(uid)
+            what = f"{container['Id'][:12]} {container['Names']} {kind} {container['State']}"
+            if pod is None:
+                problems.append(f"orphan on {node}: {what} (pod uid {uid!r})")
+                continue
+            if pod["spec"].get("nodeName") != node:
+                problems.append(f"{pod['metadata']['name']} is bound to "
+                                f"{pod['spec'].get('nodeName')} but runs on {node}: {what}")
+            seen[(uid, kind, container["State"])] += 1
+    for uid, pod in by_uid.items():
+        name = pod["metadata"]["name"]
+        for kind in (TYPE_SANDBOX, TYPE_CONTAINER):
+            states = {state: n for (u, k, state), n in seen.items() if u == uid and k == kind}
+            if states != {"running": 1}:
+                problems.append(f"{name}: {kind} containers by state {states}, "
+                                "want exactly one, running")
+    return problems

@@ -8,14 +8,12 @@ import asyncio
 import os
 import re
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from kubelet.runtime import LABEL_CONTAINER_TYPE, LABEL_POD_UID, TYPE_CONTAINER, TYPE_SANDBOX
-from tests.docker_support import BUSYBOX_IMAGE, node_containers
+from tests.docker_support import BUSYBOX_IMAGE, docker_problems
 
 NS = "default"
 LABEL = {"ha": "1"}
@@ -78,32 +76,6 @@ def leader(addresses: Mapping[str, str], port: int) -> str:
         if re.search(r'^leader_election_master_status\{name="[^"]+"\} 1', text, re.M):
             return name
     return ""
-
-
-def docker_problems(nodes: Sequence[str], pods: Mapping[str, dict[str, Any]]) -> list[str]:
-    """What is wrong in Docker on `nodes` for these pods: an orphan, a pod running on a
-    node it is not bound to, or anything but one running sandbox and one running app
-    container per pod."""
-    by_uid = {p["metadata"]["uid"]: p for p in pods.values()}
-    problems: list[str] = []
-    seen: Counter[tuple[str, str, str]] = Counter()
-    for node in nodes:
-        for container in node_containers(node):
-            labels = container.get("Labels") or {}
-            uid, kind = labels.get(LABEL_POD_UID, ""), labels.get(LABEL_CONTAINER_TYPE, "")
-            owner = by_uid.get(uid)
-            if owner is None:
-                problems.append(f"orphan on {node}: {container['Names']} {kind}")
-            elif owner["spec"].get("nodeName") != node:
-                problems.append(f"{owner['metadata']['name']} runs on {node}, bound elsewhere")
-            else:
-                seen[(uid, kind, container["State"])] += 1
-    for uid, owner in by_uid.items():
-        for kind in (TYPE_SANDBOX, TYPE_CONTAINER):
-            states = {s: n for (u, k, s), n in seen.items() if u == uid and k == kind}
-            if states != {"running": 1}:
-                problems.append(f"{owner['metadata']['name']}: {kind} {states}")
-    return problems
 
 
 async def no_docker_problems(nodes: Sequence[str], pods: Mapping[str, dict[str, Any]]) -> bool:

@@ -26,11 +26,11 @@ from kubelet.runtime import (
     LABEL_CONTAINER_TYPE,
     LABEL_POD_UID,
     TYPE_CONTAINER,
-    TYPE_SANDBOX,
 )
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     KubeletProcess,
+    docker_problems,
     ensure_docker,
     node_containers,
     remove_node_containers,
@@ -248,35 +248,6 @@ def ready(pod: dict[str, Any]) -> bool:
             and conditions.get("Ready") == "True")
 
 
-def docker_problems(cluster: Cluster, pods: dict[str, dict[str, Any]]) -> list[str]:
-    """Everything wrong with the containers labelled with our nodes, given the live pods."""
-    by_uid = {pod["metadata"]["uid"]: pod for pod in pods.values()}
-    problems: list[str] = []
-    seen: Counter[tuple[str, str, str]] = Counter()  # (uid, type, state)
-    for node in cluster.nodes:
-        for container in node_containers(node):
-            labels = container.get("Labels") or {}
-            uid = labels.get(LABEL_POD_UID, "")
-            kind = labels.get(LABEL_CONTAINER_TYPE, "")
-            pod = by_uid.get(uid)
-            what = f"{container['Id'][:12]} {container['Names']} {kind} {container['State']}"
-            if pod is None:
-                problems.append(f"orphan on {node}: {what} (pod uid {uid!r})")
-                continue
-            if pod["spec"].get("nodeName") != node:
-                problems.append(f"{pod['metadata']['name']} is bound to "
-                                f"{pod['spec'].get('nodeName')} but runs on {node}: {what}")
-            seen[(uid, kind, container["State"])] += 1
-    for uid, pod in by_uid.items():
-        name = pod["metadata"]["name"]
-        for kind in (TYPE_SANDBOX, TYPE_CONTAINER):
-            states = {state: n for (u, k, state), n in seen.items() if u == uid and k == kind}
-            if states != {"running": 1}:
-                problems.append(f"{name}: {kind} containers by state {states}, "
-                                "want exactly one, running")
-    return problems
-
-
 async def test_crashes_lose_no_pod_and_leave_no_duplicate_or_orphan(cluster: Cluster) -> None:
     async with cluster.apiserver.client(timeout=10) as http:
         async def nodes_ready() -> bool:
@@ -326,7 +297,7 @@ async def test_crashes_lose_no_pod_and_leave_no_duplicate_or_orphan(cluster: Clu
 
         # In Docker: one running sandbox and one running app container per pod, nothing else.
         async def docker_clean() -> bool:
-            problems = await asyncio.to_thread(docker_problems, cluster, pods)
+            problems = await asyncio.to_thread(docker_problems, cluster.nodes, pods)
             assert not problems, problems
             return True
         await eventually(docker_clean, timeout=30, interval=1,
