@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import ipaddress
 import sys
 from pathlib import Path
 
 import uvloop
 
 from common import component
-from common.flags import add_duration
+from common.flags import add_duration, boolean
+from controller_manager import nodeipam
 from controller_manager.app import (
     CONTROLLERS,
     DEFAULT_BIND_ADDRESS,
@@ -51,6 +53,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cluster-signing-key-file", help="its private key (PEM)")
     add_duration(parser, "--cluster-signing-duration", 365 * 24 * 3600.0,
                  "the longest a signed certificate is valid for")
+    parser.add_argument("--allocate-node-cidrs", type=boolean, nargs="?", const=True,
+                        default=False, metavar="BOOL",
+                        help="give every node a pod subnet of --cluster-cidr in "
+                             "spec.podCIDR (node-ipam-controller; default: false)")
+    parser.add_argument("--cluster-cidr", default="",
+                        help="the pods' address range, e.g. 10.244.0.0/16")
+    parser.add_argument("--node-cidr-mask-size", type=int, default=nodeipam.DEFAULT_MASK_SIZE,
+                        help="each node's subnet size (default: %(default)s)")
     component.add_endpoint_flags(parser, bind_address=DEFAULT_BIND_ADDRESS, port=DEFAULT_PORT,
                                  kube_name="kube-controller-manager")
     component.add_leader_election_flags(parser, lease_name=LEASE_NAME,
@@ -60,6 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     errors = controller_flag_errors(args.controllers) + component.leader_election_errors(args)
     if bool(args.cluster_signing_cert_file) != bool(args.cluster_signing_key_file):
         errors.append("--cluster-signing-cert-file and --cluster-signing-key-file go together")
+    errors += nodeipam.config_errors(args.allocate_node_cidrs, args.cluster_cidr,
+                                     args.node_cidr_mask_size)
     if args.concurrent_syncs < 1:
         errors.append("--concurrent-syncs must be at least 1")
     if errors:
@@ -76,7 +88,10 @@ def options_from(args: argparse.Namespace) -> Options:
             monitor_period=args.node_monitor_period,
             grace_period=args.node_monitor_grace_period,
             startup_grace_period=args.node_startup_grace_period),
-        concurrent_syncs=args.concurrent_syncs, signing_ca=signing_ca(args))
+        concurrent_syncs=args.concurrent_syncs, signing_ca=signing_ca(args),
+        node_ipam=nodeipam.Config(
+            cluster_cidr=ipaddress.IPv4Network(args.cluster_cidr)
+            if args.allocate_node_cidrs else None, mask_size=args.node_cidr_mask_size))
 
 
 def signing_ca(args: argparse.Namespace) -> SigningCA | None:

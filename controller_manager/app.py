@@ -33,6 +33,7 @@ from controller_manager import (
     garbagecollector,
     job,
     namespace,
+    nodeipam,
     nodelifecycle,
     replicaset,
     tainteviction,
@@ -74,6 +75,8 @@ class Options:
     # --cluster-signing-cert-file and --cluster-signing-key-file, loaded: what csrsigning
     # signs with (None: it does not run)
     signing_ca: certificates.SigningCA | None = None
+    # --allocate-node-cidrs, --cluster-cidr, --node-cidr-mask-size (None: nodeipam idle)
+    node_ipam: nodeipam.Config = field(default_factory=nodeipam.Config)
 
 
 # -- which controllers run (pure) --------------------------------------------------------------
@@ -96,6 +99,7 @@ CONTROLLERS: tuple[ControllerSpec, ...] = (
     ControllerSpec(namespace.NAME, aliases=("namespace",)),
     ControllerSpec(ttlafterfinished.NAME, aliases=("ttl-after-finished",)),
     ControllerSpec(endpointslice.NAME, aliases=("endpointslice",)),
+    ControllerSpec(nodeipam.NAME, aliases=("nodeipam",)),
     ControllerSpec(certificates.APPROVING, aliases=("csrapproving",)),
     ControllerSpec(certificates.SIGNING, aliases=("csrsigning",)),
     ControllerSpec(certificates.CLEANER, aliases=("csrcleaner",)),
@@ -196,7 +200,14 @@ class ControllerManager:
                     self.factory, self.recorder("node-controller"),
                     self.options.node_lifecycle).run
                 continue
-            if name == certificates.SIGNING:
+            if name == nodeipam.NAME:
+                if self.options.node_ipam.cluster_cidr is None:
+                    log.info("%s: not started: --allocate-node-cidrs is false", name)
+                    continue
+                queued = nodeipam.NodeIpamController(
+                    self.factory, self.recorder(nodeipam.EVENT_COMPONENT),
+                    self.options.node_ipam, writer=self.writer)
+            elif name == certificates.SIGNING:
                 if self.options.signing_ca is None:
                     log.info("%s: not started: no --cluster-signing-cert-file and "
                              "--cluster-signing-key-file", name)

@@ -144,6 +144,7 @@ class Options:
     schedulers: int = 2
     controller_managers: int = 2
     kubelet_args: tuple[str, ...] = ()  # --kubelet-arg KEY=VALUE: --KEY=VALUE to every kubelet
+    pod_network_cidr: str = ""  # kubeadm's --pod-network-cidr: each node a podCIDR of it
 
     @property
     def apiserver_url(self) -> str:
@@ -539,10 +540,13 @@ def controller_manager_component(options: Options, *, index: int = 0) -> Compone
                 "--cluster-signing-key-file", str(options.pki_dir / "ca.key"))
                if options.secure else ())
     name = f"controller-manager-{index}" if index else "controller-manager"
+    # as kubeadm's --pod-network-cidr sets it: node-ipam-controller gives each node a subnet
+    ipam = (("--allocate-node-cidrs", "--cluster-cidr", options.pod_network_cidr)
+            if options.pod_network_cidr else ())
     return Component(name, "controller-manager", (
         PYTHON, "-m", "controller_manager", *connect_args(options, "controller-manager.conf"),
         f"--leader-elect={'true' if index else 'false'}", "--bind-address", address,
-        "--port", str(port), *joining,
+        "--port", str(port), *joining, *ipam,
     ), health_url=f"http://{address}:{port}/readyz" if port else None,
         ports=(("controller-manager", port),) if port else (), address=address)
 
@@ -1192,6 +1196,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
     ha.add_argument("--schedulers", type=int, default=2, help="(default: %(default)s)")
     ha.add_argument("--controller-managers", type=int, default=2,
                     help="(default: %(default)s)")
+    parser.add_argument("--pod-network-cidr", default="", metavar="CIDR",
+                        help="as kubeadm's: every node gets a pod subnet (spec.podCIDR, /24) "
+                             "of this range from the controller-manager, for a CNI plugin")
     parser.add_argument("--kubelet-arg", action="append", default=[], metavar="KEY=VALUE",
                         help="a flag for every kubelet, as k3s's --kubelet-arg: "
                              "max-pods=160 runs them with --max-pods=160 (repeatable)")
@@ -1210,7 +1217,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[str, Options]:
         secure_port=args.secure_port, authorization_mode=args.authorization_mode,
         ha=args.ha, etcd_members=args.etcd_members, apiservers=args.apiservers,
         schedulers=args.schedulers, controller_managers=args.controller_managers,
-        kubelet_args=tuple(arg.removeprefix("--") for arg in args.kubelet_arg))
+        kubelet_args=tuple(arg.removeprefix("--") for arg in args.kubelet_arg),
+        pod_network_cidr=args.pod_network_cidr)
 
 
 def main(argv: list[str] | None = None) -> int:
