@@ -128,6 +128,14 @@ async def test_a_service_by_name_by_node_port_with_readiness_and_a_proxy_restart
 
     await eventually(out_of_rotation, timeout=15, interval=0.2, what=f"{sick} unready")
     assert time.monotonic() - broke < 15
+
+    # The slice says unready; kube-proxy's next sync (a partial one, within its
+    # --iptables-min-sync-period) takes the endpoint out of the rules, and it stays out.
+    async def only_the_healthy() -> dict[str, int] | None:
+        found = await answers(cluster_ip, 80, requests=REQUESTS)
+        return found if sorted(found) == replicas[1:] else None
+
+    await eventually(only_the_healthy, timeout=10, what=f"{sick} out of kube-proxy's rules")
     healthy = await answers(cluster_ip, 80, requests=REQUESTS)
     assert sorted(healthy) == replicas[1:], healthy  # never the unready one
     assert sorted(from_pod(cluster, f"{name}-client", f"http://{name}", 30)) == replicas[1:]
