@@ -178,17 +178,20 @@ def master_lease(address: str) -> dict[str, Any]:
             "subsets": [{"addresses": [{"ip": address}]}]}
 
 
-async def renew_master_lease(registry: Registry, address: str, lease: int) -> int:
-    """This apiserver's lease on its address, for another MASTER_LEASE_TTL seconds; the
-    etcd lease id. A live lease is only kept alive, which writes nothing (etcd's revision,
-    every client's resourceVersion, stays put); a gone one is granted and written again."""
-    key = master_lease_key(registry.prefix, address)
-    if lease and await registry.storage.keep_alive(lease) > 0 \
-            and await registry.storage.get(key) is not None:
-        return lease
+async def renew_master_lease(registry: Registry, address: str,
+                             lease: int) -> tuple[int, list[str]]:
+    """This apiserver's lease on its address, for another MASTER_LEASE_TTL seconds: the
+    etcd lease id, and every live apiserver's address. A live lease is only kept alive,
+    which writes nothing (etcd's revision, every client's resourceVersion, stays put); a
+    gone one, or a key someone removed, is granted and written again."""
+    alive = bool(lease) and await registry.storage.keep_alive(lease) > 0
+    addresses = await live_master_addresses(registry)
+    if alive and address in addresses:
+        return lease, addresses
     lease = await registry.storage.grant_lease(MASTER_LEASE_TTL)
-    await registry.storage.put(key, master_lease(address), lease=lease)
-    return lease
+    await registry.storage.put(master_lease_key(registry.prefix, address),
+                               master_lease(address), lease=lease)
+    return lease, addresses if address in addresses else [*addresses, address]
 
 
 async def live_master_addresses(registry: Registry) -> list[str]:
@@ -322,10 +325,9 @@ class ServiceControlPlane:
 
     async def _reconcile_kubernetes(self) -> None:
         await reconcile_kubernetes_service(self.registry, self.ranges, self.secure_port)
-        self._master_lease = await renew_master_lease(self.registry, self.advertise_address,
-                                                      self._master_lease)
-        await reconcile_kubernetes_endpoint_slice(
-            self.registry, await live_master_addresses(self.registry), self.secure_port)
+        self._master_lease, addresses = await renew_master_lease(
+            self.registry, self.advertise_address, self._master_lease)
+        await reconcile_kubernetes_endpoint_slice(self.registry, addresses, self.secure_port)
 
     async def _remove_own_endpoint(self) -> None:
         """kube's RemoveEndpoints at shutdown: the others need not wait for the TTL."""
