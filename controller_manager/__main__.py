@@ -59,8 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "spec.podCIDR (node-ipam-controller; default: false)")
     parser.add_argument("--cluster-cidr", default="",
                         help="the pods' address range, e.g. 10.244.0.0/16")
-    parser.add_argument("--node-cidr-mask-size", type=int, default=nodeipam.DEFAULT_MASK_SIZE,
-                        help="each node's subnet size (default: %(default)s)")
+    parser.add_argument("--node-cidr-mask-size", type=int, default=None,
+                        help=f"each node's subnet size (default: {nodeipam.DEFAULT_MASK_SIZE})")
     component.add_endpoint_flags(parser, bind_address=DEFAULT_BIND_ADDRESS, port=DEFAULT_PORT,
                                  kube_name="kube-controller-manager")
     component.add_leader_election_flags(parser, lease_name=LEASE_NAME,
@@ -91,7 +91,8 @@ def options_from(args: argparse.Namespace) -> Options:
         concurrent_syncs=args.concurrent_syncs, signing_ca=signing_ca(args),
         node_ipam=nodeipam.Config(
             cluster_cidr=ipaddress.IPv4Network(args.cluster_cidr)
-            if args.allocate_node_cidrs else None, mask_size=args.node_cidr_mask_size))
+            if args.allocate_node_cidrs else None,
+            mask_size=args.node_cidr_mask_size or nodeipam.DEFAULT_MASK_SIZE))
 
 
 def signing_ca(args: argparse.Namespace) -> SigningCA | None:

@@ -39,10 +39,16 @@ class Config:
     mask_size: int = DEFAULT_MASK_SIZE
 
 
-def config_errors(allocate: bool, cluster_cidr: str, mask_size: int) -> list[str]:
-    """kube-controller-manager's checks of the IPAM flags, in its words where it has them."""
+def config_errors(allocate: bool, cluster_cidr: str, mask_size: int | None) -> list[str]:
+    """kube-controller-manager's checks of the IPAM flags, in its words where it has them;
+    `mask_size` None: not given. The flags that would do nothing without
+    --allocate-node-cidrs are refused, not ignored."""
     if not allocate:
+        if cluster_cidr or mask_size is not None:
+            return ["--cluster-cidr and --node-cidr-mask-size are used only with "
+                    "--allocate-node-cidrs"]
         return []
+    mask_size = DEFAULT_MASK_SIZE if mask_size is None else mask_size
     if not cluster_cidr:
         return ["--cluster-cidr is required when --allocate-node-cidrs is true"]
     try:
@@ -134,28 +140,26 @@ class NodeIpamController(QueueController):
         self.nodes.add_event_handler(on_add=self._changed,
                                      on_update=lambda _old, new: self._changed(new),
                                      on_delete=self._deleted, name=f"{NAME} nodes")
-        self.ready = False  # the existing nodes' subnets taken: allocation may begin
 
     def synced_before_start(self) -> list[SharedInformer]:
         return [self.nodes]
 
     async def run(self) -> None:
+        """Every subnet the synced store's nodes have is taken before the first sync (the
+        handlers may still be delivering them), then the workers give out the rest."""
         await self.nodes.wait_synced()
         for node in self.nodes.list():
             for cidr in node_cidrs(node):
                 self.allocator.occupy(cidr)
-        self.ready = True
         log.info("%s: %d of %d subnets of %s in use", NAME, len(self.allocator.used),
                  self.allocator.count, self.allocator.cluster)
-        for node in self.nodes.list():
-            self._changed(node)
         await super().run()
 
     def _changed(self, node: Object) -> None:
         cidrs = node_cidrs(node)
         for cidr in cidrs:
             self.allocator.occupy(cidr)
-        if not cidrs and self.ready:
+        if not cidrs:
             self.queue.add(node["metadata"]["name"])
 
     def _deleted(self, node: Object) -> None:

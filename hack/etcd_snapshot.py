@@ -412,9 +412,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="the `make up-ha` cluster: save from the first member that "
                              "answers (https://127.0.1.N:2379), restore every member "
                              "(<state-dir>/etcd-N, peer https://127.0.1.N:2380)")
-    parser.add_argument("--etcd-members", type=int, default=3,
-                        help="with --ha: how many members (default: %(default)s)")
+    parser.add_argument("--etcd-members", type=int, default=None,
+                        help="with --ha: how many members (default: 3)")
     args = parser.parse_args(argv)
+    single_only = [flag for flag, given in (
+        ("--endpoints", args.endpoints != DEFAULT_ENDPOINT), ("--data-dir", args.data_dir),
+        ("--name", args.name != DEFAULT_NAME),
+        ("--initial-advertise-peer-urls", args.peer_url != DEFAULT_PEER_URL)) if given]
+    if args.ha and single_only:
+        parser.error(f"{', '.join(single_only)}: not with --ha, whose members are "
+                     "<state-dir>/etcd-N on 127.0.1.N")
+    if not args.ha and args.etcd_members is not None:
+        parser.error("--etcd-members goes with --ha")
+    if args.etcd_members is None:
+        args.etcd_members = 3
+    elif args.etcd_members < 1:
+        parser.error("--etcd-members must be at least 1")
     if args.command == "restore" and args.snapshot is None:
         parser.error("restore needs the snapshot file: hack/etcd_snapshot.py restore FILE "
                      "(make restore SNAPSHOT=FILE)")

@@ -58,6 +58,21 @@ def test_restore_needs_a_snapshot_file(capsys: pytest.CaptureFixture[str]) -> No
     assert "restore needs the snapshot file" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("argv", "error"), [
+    (["restore", "s.db", "--ha", "--data-dir", "/tmp/d", "--name", "x"],
+     "--data-dir, --name: not with --ha"),
+    (["save", "--ha", "--endpoints", "https://127.0.0.1:1"], "--endpoints: not with --ha"),
+    (["save", "--etcd-members", "5"], "--etcd-members goes with --ha"),
+    (["save", "--ha", "--etcd-members", "0"], "--etcd-members must be at least 1"),
+])
+def test_flags_that_would_be_ignored_are_refused(argv: list[str], error: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        etcd_snapshot.parse_args(argv)
+    assert exited.value.code == 2
+    assert error in capsys.readouterr().err
+
+
 def test_defaults_are_the_make_up_cluster(tmp_path: Path) -> None:
     args = etcd_snapshot.parse_args(["save", "--state-dir", str(tmp_path)])
     assert args.snapshot is None

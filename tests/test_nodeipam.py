@@ -50,7 +50,10 @@ def test_a_node_with_pod_cidrs_or_only_the_old_field() -> None:
 
 
 @pytest.mark.parametrize(("allocate", "cidr", "mask", "error"), [
-    (False, "", 24, None),
+    (False, "", None, None),
+    (False, "10.244.0.0/16", None, "used only with --allocate-node-cidrs"),
+    (False, "", 24, "used only with --allocate-node-cidrs"),
+    (True, "10.244.0.0/16", None, None),
     (True, "", 24, "--cluster-cidr is required when --allocate-node-cidrs is true"),
     (True, "10.244.0.1/16", 24, "has host bits set"),
     (True, "fd00::/48", 64, "only IPv4"),
@@ -58,7 +61,8 @@ def test_a_node_with_pod_cidrs_or_only_the_old_field() -> None:
     (True, "10.0.0.0/8", 28, "too big"),
     (True, "10.244.0.0/16", 24, None),
 ])
-def test_the_flags_are_checked(allocate: bool, cidr: str, mask: int, error: str | None) -> None:
+def test_the_flags_are_checked(allocate: bool, cidr: str, mask: int | None,
+                               error: str | None) -> None:
     errors = config_errors(allocate, cidr, mask)
     if error is None:
         assert errors == []
