@@ -24,7 +24,7 @@ import inspect
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -510,3 +510,27 @@ def _unexpected(e: Exception) -> bool:
 
 def _explain(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+BY_NAMESPACE = "namespace"  # client-go's cache.NamespaceIndex
+
+
+def _namespace_index(obj: Mapping[str, Any]) -> list[str]:
+    return [str((obj.get("metadata") or {}).get("namespace") or "")]
+
+
+def with_index(informer: SharedInformer, name: str,
+               func: Callable[[dict], Iterable[str]]) -> SharedInformer:
+    """The (shared) informer with the index `name`, added by whichever controller asks
+    first."""
+    try:
+        informer.add_indexers({name: func})
+    except ValueError:
+        pass  # another controller added it already
+    return informer
+
+
+def indexed_by_namespace(informer: SharedInformer) -> SharedInformer:
+    """The informer with a namespace index (listers' `Pods(namespace).List()`): a sync
+    reads its namespace's objects, not the cluster's."""
+    return with_index(informer, BY_NAMESPACE, _namespace_index)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -27,30 +27,6 @@ def key_of(obj: Mapping[str, Any]) -> str:
     """`namespace/name`, the work queue's key (MetaNamespaceKeyFunc)."""
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-BY_NAMESPACE = "namespace"  # client-go's cache.NamespaceIndex
-
-
-def _namespace_index(obj: Mapping[str, Any]) -> list[str]:
-    return [str((obj.get("metadata") or {}).get("namespace") or "")]
-
-
-def with_index(informer: SharedInformer, name: str,
-               func: Callable[[dict], Iterable[str]]) -> SharedInformer:
-    """The (shared) informer with the index `name`, added by whichever controller asks
-    first."""
-    try:
-        informer.add_indexers({name: func})
-    except ValueError:
-        pass  # another controller added it already
-    return informer
-
-
-def indexed_by_namespace(informer: SharedInformer) -> SharedInformer:
-    """The informer with a namespace index (listers' `Pods(namespace).List()`): a sync
-    reads its namespace's objects, not the cluster's."""
-    return with_index(informer, BY_NAMESPACE, _namespace_index)
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:

@@ -45,16 +45,15 @@ from common.backoff import ItemBackoff
 from common.client import ApiClient
 from common.errors import Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformer, SharedInformerFactory
-from common.workqueue import WorkQueue
-from controller_manager.controller import (
+from common.informer import (
     BY_NAMESPACE,
-    QueueController,
+    SharedInformer,
+    SharedInformerFactory,
     indexed_by_namespace,
-    key_of,
-    uid_of,
     with_index,
 )
+from common.workqueue import WorkQueue
+from controller_manager.controller import QueueController, key_of, uid_of
 from controller_manager.pods import (
     is_ready,
     labels_of,

@@ -30,9 +30,8 @@ from typing import Any
 
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformerFactory
+from common.informer import SharedInformerFactory, with_index
 from common.timestamps import rfc3339
-from controller_manager.controller import with_index
 
 log = logging.getLogger("controller_manager.nodelifecycle")
 

@@ -22,14 +22,13 @@ from typing import Any
 from common.client import ApiClient
 from common.errors import ApiError, Conflict, NotFound
 from common.events import EventRecorder
-from common.informer import SharedInformer, SharedInformerFactory
-from controller_manager.controller import (
+from common.informer import (
     BY_NAMESPACE,
-    QueueController,
+    SharedInformer,
+    SharedInformerFactory,
     indexed_by_namespace,
-    key_of,
-    uid_of,
 )
+from controller_manager.controller import QueueController, key_of, uid_of
 from controller_manager.podcontrol import PodControl
 from controller_manager.pods import (
     Expectations,
