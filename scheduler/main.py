@@ -18,24 +18,26 @@ loses the lease exits with status 1, for its supervisor to restart it as a candi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from common import component
+from common.client import GROUP_VERSIONS as client_group_versions
 from common.client import ApiClient
 from common.errors import ApiError, Conflict, Invalid, NotFound
 from common.event_queue import EventQueue
 from common.events import EventRecorder
 from common.http_pool import FastApiClient
-from common.informer import SharedInformerFactory
+from common.informer import BY_NAMESPACE, SharedInformerFactory, indexed_by_namespace
 from common.leaderelection import LeaderElectionConfig, LeaderElector
 from common.timeline import scheduling_instants
 from common.timestamps import rfc3339
@@ -51,7 +53,9 @@ from scheduler.framework import (
     score_summary,
 )
 from scheduler.hints import pod_event_could_help
+from scheduler.labels import Selector, pod_namespace
 from scheduler.plugins import FILTERS, SCORERS
+from scheduler.plugins.topology_spread import workload_selector
 from scheduler.pods import (
     UNSCHEDULABLE_NODES_ANNOTATION,
     annotation_patch,
@@ -82,6 +86,8 @@ from scheduler.server import DEFAULT_BIND_ADDRESS, DEFAULT_PORT
 log = logging.getLogger("scheduler")
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
+# The resources outside the core group the scheduler reads or writes.
+GROUP_VERSIONS = {**client_group_versions, "replicasets": "apps/v1"}
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,10 @@ class Scheduler:
         # Namespace labels, for pod (anti-)affinity terms with a namespaceSelector.
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.namespaces = self.informers.informer("namespaces", name="namespaces")
+        # What a pod belongs to, for PodTopologySpread's system default constraints.
+        self.services = indexed_by_namespace(self.informers.informer("services",
+                                                                     name="services"))
+        self.replica_sets = self.informers.informer("replicasets", name="replicasets")
         # Pods nominated to a node by their preemption, until bound or gone (kube's
         # nominator): pod key -> (node, pod).
         self.nominated: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -205,7 +215,13 @@ class Scheduler:
         self.namespace_labels.pop(str((namespace.get("metadata") or {}).get("name")), None)
 
     def cluster(self) -> Cluster:
-        return Cluster(self.cache.node_infos(), self.namespace_labels, facts=self.cache.facts)
+        return Cluster(self.cache.node_infos(), self.namespace_labels,
+                       default_selector=self.workload_selector, facts=self.cache.facts)
+
+    def workload_selector(self, pod: Mapping[str, Any]) -> Selector:
+        namespace = pod_namespace(pod)
+        return workload_selector(pod, self.services.by_index(BY_NAMESPACE, namespace),
+                                 lambda name: self.replica_sets.get(f"{namespace}/{name}"))
 
     def _on_node_added(self, node: dict[str, Any]) -> None:
         self.cache.set_node(node)
@@ -295,8 +311,8 @@ class Scheduler:
         self.cache.cleanup_expired()
         cluster = self.cluster()
         if self.nominated:
-            nodes = with_nominated(cluster.nodes, self.nominated, pod)
-            cluster = Cluster(nodes, self.namespace_labels)
+            cluster = dataclasses.replace(
+                cluster, nodes=with_nominated(cluster.nodes, self.nominated, pod), facts=None)
         result = schedule_one(pod, cluster.nodes, filters=self.filters,
                               scorers=self.scorers, rng=self.rng,
                               start_index=self.next_start_index,
@@ -542,5 +558,6 @@ async def serve(options: Options) -> None:
     await component.serve(
         options, component.Client(
             user_agent=f"kube-scheduler/{options.scheduler_name}",
-            make_api=lambda conn, agent: FastApiClient(conn, user_agent=agent)),
+            make_api=lambda conn, agent: FastApiClient(conn, user_agent=agent,
+                                                       group_versions=GROUP_VERSIONS)),
         lambda client: SchedulerProcess(client, options), log)

@@ -350,3 +350,76 @@ def test_topology_spread_system_defaults_use_the_pods_service_selector() -> None
     # and it misses the zone constraint's maxSkew - 1 base, as in kube).
     assert normalized["a1"] < normalized["a2"] < normalized["b1"] == normalized["b2"]
     assert normalized["nozone"] == 100
+
+
+def service(name: str, selector: dict[str, str] | None) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default"},
+            "spec": {} if selector is None else {"selector": selector}}
+
+
+def owned_by(incoming: dict[str, Any], kind: str, name: str, *,
+             api_version: str = "apps/v1", controller: bool = True) -> dict[str, Any]:
+    incoming["metadata"]["ownerReferences"] = [{
+        "apiVersion": api_version, "kind": kind, "name": name, "uid": f"uid-{name}",
+        "controller": controller}]
+    return incoming
+
+
+REPLICA_SETS = {"web-rs": {"spec": {"selector": {
+    "matchLabels": {"app": "web"},
+    "matchExpressions": [{"key": "tier", "operator": "In", "values": ["front"]}]}}}}
+
+WORKLOAD_SELECTOR_CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]],
+                                    dict[str, str], bool]] = [
+    # case, incoming pod, services, labels to test, whether the selector matches them
+    ("no service and no owner: empty (no default spreading)",
+     pod(labels={"app": "web"}), [], {"app": "web"}, True),
+    ("a service that selects the pod",
+     pod(labels={"app": "web", "v": "1"}), [service("web", {"app": "web"})],
+     {"app": "web", "v": "2"}, True),
+    ("the service's selector, not the pod's labels",
+     pod(labels={"app": "web"}), [service("web", {"app": "web"})], {"app": "db"}, False),
+    ("a service that does not select the pod adds nothing",
+     pod(labels={"app": "web"}), [service("db", {"app": "db"})], {"app": "db"}, True),
+    ("a service without a selector selects nothing",
+     pod(labels={"app": "web"}), [service("headless", None)], {}, True),
+    ("two services' selectors merge",
+     pod(labels={"app": "web", "tier": "front"}),
+     [service("web", {"app": "web"}), service("front", {"tier": "front"})],
+     {"app": "web"}, False),
+    ("the controlling ReplicaSet's selector, expressions included",
+     owned_by(pod(labels={"app": "web", "tier": "front"}), "ReplicaSet", "web-rs"), [],
+     {"app": "web", "tier": "back"}, False),
+    ("the controlling ReplicaSet's selector matches its pods",
+     owned_by(pod(labels={"app": "web", "tier": "front"}), "ReplicaSet", "web-rs"), [],
+     {"app": "web", "tier": "front", "x": "y"}, True),
+    ("an unknown ReplicaSet adds nothing",
+     owned_by(pod(labels={"app": "web"}), "ReplicaSet", "gone"), [], {}, True),
+    ("an owner that is not the controller is not a workload",
+     owned_by(pod(labels={"app": "web"}), "ReplicaSet", "web-rs", controller=False), [],
+     {}, True),
+    ("only apps/v1 ReplicaSets are looked up",
+     owned_by(pod(labels={"app": "web"}), "ReplicaSet", "web-rs",
+              api_version="extensions/v1beta1"), [], {}, True),
+]
+
+
+@pytest.mark.parametrize(("case", "incoming", "services", "labels", "matches"),
+                         WORKLOAD_SELECTOR_CASES, ids=[c[0] for c in WORKLOAD_SELECTOR_CASES])
+def test_workload_selector_is_kubes_default_selector(
+        case: str, incoming: dict[str, Any], services: list[dict[str, Any]],
+        labels: dict[str, str], matches: bool) -> None:
+    selector = topology_spread.workload_selector(incoming, services, REPLICA_SETS.get)
+    assert selector.matches(labels) is matches
+
+
+def test_workload_selector_is_empty_without_a_workload() -> None:
+    lone = pod(labels={"app": "web"})
+    assert topology_spread.workload_selector(lone, [service("db", {"app": "db"})],
+                                             REPLICA_SETS.get).is_empty
+    assert topology_spread.default_constraints(lone, topology_spread.workload_selector(
+        lone, [], REPLICA_SETS.get)) == []
+    owned = owned_by(pod(labels={"app": "web", "tier": "front"}), "ReplicaSet", "web-rs")
+    constraints = topology_spread.default_constraints(
+        owned, topology_spread.workload_selector(owned, [], REPLICA_SETS.get))
+    assert [(c.topology_key, c.max_skew) for c in constraints] == [(HOST, 3), (ZONE, 5)]

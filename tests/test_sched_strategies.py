@@ -9,10 +9,12 @@ the "0/N nodes" counts; every test deletes what it made.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from common.client import ApiClient
@@ -76,13 +78,14 @@ class Objects:
                                        subresource="status")
 
     async def pod(self, name: str, *, requests: dict[str, str] | None = None,
-                  spec: dict[str, Any] | None = None,
-                  labels: dict[str, str] | None = None) -> dict[str, Any]:
+                  spec: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
+                  owner: dict[str, Any] | None = None) -> dict[str, Any]:
         app: dict[str, Any] = {"name": "app", "image": "busybox:1.36"}
         if requests:
             app["resources"] = {"requests": requests}
         body = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "labels": labels or {}},
+                "metadata": {"name": name, "namespace": "default", "labels": labels or {},
+                             **({"ownerReferences": [owner]} if owner else {})},
                 "spec": {"containers": [app], **(spec or {})}}
         self.pods.append(name)
         return await self.client.create("pods", body, namespace="default")
@@ -365,6 +368,71 @@ async def test_topology_spread_over_zones_and_the_scores_in_the_scheduled_event(
     assert first == f"Successfully assigned default/{app}-pref to {b_node}"
     assert rest.startswith(f"Scores of 3 feasible nodes: {b_node} ")
     assert f"{b_node} 200 (NodeAffinity 200)" in rest  # weight 2 x normalized 100
+
+
+async def cached_pods(scheduler: SchedulerProcess) -> int:
+    """The scheduler's scheduler_cache_size{type="pods"}: the placed pods it has seen."""
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{scheduler.url}/metrics")).text
+    found = re.search(r'^scheduler_cache_size\{type="pods"\} (\S+)$', text, re.M)
+    assert found, "scheduler_cache_size{type=\"pods\"} is not in /metrics"
+    return int(float(found.group(1)))
+
+
+async def test_system_default_spreading_counts_the_replica_sets_and_the_services_pods(
+        cluster: ApiServer, api: ApiClient, objects: Objects,
+        scheduler: SchedulerProcess) -> None:
+    """A pod with no topologySpreadConstraints is spread by kube's system defaults
+    (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) over the pods of the ReplicaSet
+    that controls it and of the Services that select it; a pod of neither is not."""
+    await scheduler.wait_synced()  # and serving /metrics
+    crowded, empty = unique("crowded"), unique("roomy")
+    for name in (crowded, empty):
+        await objects.node(name, labels={HOSTNAME: name})
+    app, served = unique("rs-app"), unique("svc-app")
+    async with ApiClient(cluster.connection(),
+                         group_versions={"replicasets": "apps/v1"}) as apps:
+        rs = await apps.create("replicasets", {
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": app},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}}, "spec": {
+                         "containers": [{"name": "app", "image": "busybox:1.36"}]}}}},
+            namespace="default")
+        try:
+            await api.create("services", {
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": served},
+                "spec": {"selector": {"app": served}, "ports": [{"port": 80}]}},
+                namespace="default")
+            owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": app,
+                     "uid": rs["metadata"]["uid"], "controller": True}
+            before = await cached_pods(scheduler)
+            for i in range(3):  # already placed on `crowded`: the scheduler only counts them
+                await objects.pod(f"{app}-placed-{i}", labels={"app": app}, owner=owner,
+                                  spec={"nodeName": crowded})
+                await objects.pod(f"{served}-placed-{i}", labels={"app": served},
+                                  spec={"nodeName": crowded})
+
+            async def seen() -> bool:
+                return await cached_pods(scheduler) >= before + 6
+            await eventually(seen, what="the scheduler to cache the placed pods")
+
+            for name, labels, owned in ((f"{app}-new", {"app": app}, owner),
+                                        (f"{served}-new", {"app": served}, None)):
+                await objects.pod(name, labels=labels, owner=owned)
+                assert await wait_bound(api, name) == empty
+                message = (await wait_event(api, name, "Scheduled"))["message"]
+                assert re.search(rf"{empty} \d+ \([^)]*PodTopologySpread \d+", message), message
+            # A pod no Service or workload selects gets no spreading score at all.
+            await objects.pod(f"{app}-lone", labels={"other": app})
+            await wait_bound(api, f"{app}-lone")
+            message = (await wait_event(api, f"{app}-lone", "Scheduled"))["message"]
+            assert "PodTopologySpread" not in message, message
+        finally:
+            await apps.delete("replicasets", app, namespace="default")
+            try:
+                await api.delete("services", served, namespace="default")
+            except NotFound:
+                pass
 
 
 async def test_a_deleted_pod_gives_its_requests_back(

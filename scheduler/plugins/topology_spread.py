@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,14 @@ from scheduler.framework import (
     tolerates,
     unschedulable,
 )
-from scheduler.labels import LabelSet, Selector, compile_selector, pod_labels, pod_namespace
+from scheduler.labels import (
+    LabelSet,
+    Selector,
+    compile_selector,
+    from_map,
+    pod_labels,
+    pod_namespace,
+)
 from scheduler.plugins import node_affinity
 
 NAME = "PodTopologySpread"
@@ -80,6 +87,37 @@ def constraints_of(pod: Pod, when: str) -> list[Constraint]:
     return [compile_constraint(pod, c)
             for c in (pod.get("spec") or {}).get("topologySpreadConstraints") or ()
             if c.get("whenUnsatisfiable") == when]
+
+
+def workload_selector(pod: Pod, services: Iterable[Mapping[str, Any]],
+                      replica_set: Callable[[str], Mapping[str, Any] | None]) -> Selector:
+    """kube's helper.DefaultSelector, what the system default constraints count: the
+    merged `spec.selector` of the pod's namespace's Services that select it (a Service
+    without one selects nothing), and the selector of the apps/v1 ReplicaSet that
+    controls it (`replica_set(name)`, None if unknown). Empty when neither exists."""
+    labels = pod_labels(pod)
+    merged: dict[str, str] = {}
+    for service in services:
+        selector = (service.get("spec") or {}).get("selector")
+        if selector is not None and all(labels.get(k) == v for k, v in selector.items()):
+            merged.update(selector)
+    found = from_map(merged)
+    owner = controller_of(pod)
+    if owner is not None and owner.get("apiVersion") == "apps/v1" \
+            and owner.get("kind") == "ReplicaSet":
+        rs = replica_set(str(owner.get("name") or ""))
+        if rs is not None:
+            found = found.and_(compile_selector((rs.get("spec") or {}).get("selector"))
+                               .requirements)
+    return found
+
+
+def controller_of(pod: Pod) -> Mapping[str, Any] | None:
+    """The ownerReference with `controller: true` (metav1.GetControllerOf)."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref
+    return None
 
 
 def default_constraints(pod: Pod, selector: Selector) -> list[Constraint]:
