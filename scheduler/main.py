@@ -67,6 +67,7 @@ from scheduler.pods import (
 from scheduler.preemption import (
     Candidate,
     Outcome,
+    lower_priority_nominated,
     nomination,
     preempt,
     preempted_message,
@@ -451,8 +452,15 @@ class Scheduler:
 
     async def _preempt(self, pod: dict[str, Any], candidate: Candidate) -> None:
         """prepareCandidate: each victim gets the DisruptionTarget condition, is deleted
-        (gracefully, as it asked) and told why in a `Preempted` event."""
+        (gracefully, as it asked) and told why in a `Preempted` event; the less important
+        pods nominated to the node lose their nomination."""
         uid = str((pod.get("metadata") or {}).get("uid") or "")
+        for key, other in lower_priority_nominated(self.nominated, pod, candidate.node):
+            log.info("%s is no longer nominated to %s: %s takes its room", key,
+                     candidate.node, pod_key(pod))
+            self.nominated.pop(key, None)
+            await self._patch(dict(other), {"status": {"nominatedNodeName": None}},
+                              subresource="status")
         log.info("%s preempts %d pod(s) on node %s: %s", pod_key(pod), len(candidate.victims),
                  candidate.node, ", ".join(
                      f"{pod_key(v)} (priority {(v.get('spec') or {}).get('priority') or 0})"
@@ -494,8 +502,7 @@ class Scheduler:
     # -- what the HTTP endpoint reports ----------------------------------------------------
 
     def unsynced_informers(self) -> list[str]:
-        return [i.name for i in (self.nodes, self.assigned, self.unbound, self.namespaces)
-                if not i.has_synced]
+        return self.informers.unsynced()
 
     def metrics_snapshot(self, elector: LeaderElector | None = None
                          ) -> metrics.MetricsSnapshot:

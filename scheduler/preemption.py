@@ -170,6 +170,16 @@ def preempt(pod: Pod, cluster: Cluster, filters: Sequence[FilterPlugin],
     return Outcome(pick_candidate(candidates))
 
 
+def lower_priority_nominated(nominated: Mapping[str, tuple[str, Pod]], pod: Pod, node: str
+                             ) -> list[tuple[str, Pod]]:
+    """The pods nominated to `node` that are less important than `pod`, which is about
+    to take the room there (kube's getLowerPriorityNominatedPods): their nominations are
+    cleared, so that they look for room elsewhere."""
+    me, priority = pod_key(pod), pod_priority(pod)
+    return [(key, other) for key, (on, other) in nominated.items()
+            if on == node and key != me and pod_priority(other) < priority]
+
+
 def with_nominated(nodes: Sequence[NodeInfo], nominated: Mapping[str, tuple[str, Pod]],
                    pod: Pod) -> list[NodeInfo]:
     """The nodes as `pod` must see them: with the pods nominated to them (by preemption)

@@ -17,6 +17,7 @@ from scheduler.preemption import (
     TERMINATING_ON_NOMINATED,
     Candidate,
     Outcome,
+    lower_priority_nominated,
     nomination,
     not_eligible,
     pick_candidate,
@@ -249,3 +250,14 @@ def test_nominated_pods_hold_their_room_against_less_or_equally_important_pods()
     # A more important pod, and high itself, do not see it.
     assert with_nominated(nodes, nominated, pod("top", 101))[0] is nodes[0]
     assert with_nominated(nodes, nominated, high)[0] is nodes[0]
+
+
+def test_the_less_important_pods_nominated_to_the_preemptors_node_lose_their_nomination() -> None:
+    nominated = {"default/low": ("n1", pod("low", 10)), "default/peer": ("n1", pod("peer", 100)),
+                 "default/elsewhere": ("n2", pod("elsewhere", 10)),
+                 "default/high": ("n1", pod("high", 100))}
+    # kube's getLowerPriorityNominatedPods: on that node, strictly less important, not itself
+    assert [key for key, _ in lower_priority_nominated(nominated, pod("high", 100), "n1")] == [
+        "default/low"]
+    assert lower_priority_nominated(nominated, pod("high", 100), "n3") == []
+    assert lower_priority_nominated(nominated, pod("lowest", 0), "n1") == []

@@ -109,3 +109,50 @@ async def test_high_priority_pod_preempts_the_least_important(api: ApiClient) ->
     assert "nominatedNodeName" not in bound["status"]  # binding cleared it
     # polite (same priority, Never) is still waiting: it preempted nobody.
     assert await node_of(api, polite) is None
+
+
+async def test_a_more_important_preemptor_takes_a_nominated_pods_room(api: ApiClient) -> None:
+    """A pod nominated to a node (its victim still terminating: there is no kubelet to
+    end it) loses that nomination when a more important pod preempts on the same node,
+    as kube's prepareCandidate clears the lower-priority nominations there."""
+    suffix = unique("n")
+    for level, value in {"bottom": 10, "middle": 2000, "top": 2_000_000}.items():
+        await api.create("priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": f"{level}-{suffix}"}, "value": value})
+    node = f"c-{suffix}"
+    status = {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"},
+              "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}
+    # tainted, so that the earlier test's waiting pod does not take it
+    await api.create("nodes", {"apiVersion": "v1", "kind": "Node",
+                               "metadata": {"name": node, "labels": {"only": suffix}},
+                               "spec": {"taints": [{"key": "only", "value": suffix,
+                                                    "effect": "NoSchedule"}]}})
+    await api.patch("nodes", node, {"status": status}, subresource="status")
+
+    def on_node(name: str, level: str) -> dict[str, Any]:
+        body = pod(name, f"{level}-{suffix}", grace=300)  # stays Terminating, no kubelet
+        body["spec"]["nodeSelector"] = {"only": suffix}
+        body["spec"]["tolerations"] = [{"key": "only", "value": suffix,
+                                        "effect": "NoSchedule"}]
+        return body
+
+    bottom, middle, top = (f"{level}-{suffix}" for level in ("bottom", "middle", "top"))
+    await api.create("pods", on_node(bottom, "bottom"), namespace="default")
+    assert await eventually(lambda: node_of(api, bottom), timeout=30,
+                            what="bottom bound") == node
+
+    async def nominated(name: str) -> str | None:
+        got = await api.get("pods", name, namespace="default")
+        return (got.get("status") or {}).get("nominatedNodeName")
+
+    await api.create("pods", on_node(middle, "middle"), namespace="default")
+    assert await eventually(lambda: nominated(middle), timeout=30,
+                            what="middle nominated") == node
+    await api.create("pods", on_node(top, "top"), namespace="default")
+    assert await eventually(lambda: nominated(top), timeout=30, what="top nominated") == node
+
+    async def middle_released() -> bool:
+        return await nominated(middle) is None
+    await eventually(middle_released, timeout=30, what="middle's nomination cleared")
+    assert await node_of(api, middle) is None and await node_of(api, top) is None
