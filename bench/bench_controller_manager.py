@@ -20,7 +20,10 @@ then, in the same run:
 Printed: the baseline rate, the time to all pods created and bound, the resulting pods/s
 and its ratio to the baseline (target >= 0.7), and the controller-manager's part alone
 (all pods created, bound or not) with its own ratio, and each component's CPU time per
-pod (/proc: what it costs, however busy the shared cores are with other work). Everything shares the machine's cores.
+pod (/proc: what it costs, however busy the shared cores are with other work), with the
+baseline's apiserver and etcd CPU per create and the API requests per pod by verb. Every
+process shares the machine's cores, so the rate can be no more than the cores divided by
+the CPU all components spend per pod: that ceiling is printed next to the rate.
 """
 
 from __future__ import annotations
@@ -30,21 +33,23 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.bench_apiserver import wrk  # noqa: E402
+from bench.bench_apiserver import cpu_seconds, wrk  # noqa: E402
 from bench.bench_scheduler import in_parallel, node_body  # noqa: E402
 from common.client import ApiClient  # noqa: E402
 from controller_manager.app import CONTROLLER_GROUP_VERSIONS  # noqa: E402
 from tests.support import PYTHON, ApiServer, Etcd, Process, free_port  # noqa: E402
 
 NAMESPACE = "bench-cm"
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 BASELINE_NAMESPACE = "bench-cm-baseline"
 TARGET = 0.7
 LABELS = {"app": "bench-web"}
@@ -96,11 +101,20 @@ async def watch_created_and_bound(client: ApiClient, expected: int, resource_ver
                 return
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/PID/stat): what a component
-    costs, whatever else the shared cores are doing."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+async def request_counts(url: str) -> dict[str, float]:
+    """apiserver_request_total by "verb resource[/subresource]", from /metrics."""
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{url}/metrics")).text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        key = f"{labels.get('verb')} {labels.get('resource')}"
+        if labels.get("subresource"):
+            key += f"/{labels['subresource']}"
+        counts[key] = counts.get(key, 0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -119,6 +133,8 @@ async def run(args: argparse.Namespace) -> int:
                                   range(args.nodes), 16)
                 print(f"{args.nodes} API-only nodes registered", flush=True)
 
+                core = {"apiserver": server.process.pid, "etcd": etcd.process.pid}
+                core_before = {n: cpu_seconds(pid) for n, pid in core.items()}
                 result = wrk(f"{server.url}/api/v1/namespaces/{BASELINE_NAMESPACE}/pods",
                              "wrk_create.lua",
                              [str(baseline_template(workdir / "pod.json")), "base", "0"],
@@ -126,6 +142,8 @@ async def run(args: argparse.Namespace) -> int:
                 if result.non2xx or result.socket_errors:
                     print(f"baseline errors: {result.errors()}", flush=True)
                 baseline = result.rate
+                baseline_cpu = {n: cpu_seconds(pid) - core_before[n] for n, pid in core.items()}
+                baseline_pods = result.requests - result.non2xx
                 print(f"baseline: the apiserver created {result.requests - result.non2xx} "
                       f"pods in {result.seconds:.1f}s with wrk: {baseline:.0f} pods/s",
                       flush=True)
@@ -160,11 +178,15 @@ async def run(args: argparse.Namespace) -> int:
                     client, args.pods, listed["metadata"]["resourceVersion"], marks))
                 started = time.monotonic()
                 cpu_before = {h.name: cpu_seconds(h.pid) for h in helpers}
+                cpu_before.update({n: cpu_seconds(pid) for n, pid in core.items()})
+                requests_before = await request_counts(server.url)
                 await client.patch("deployments", name, {"spec": {"replicas": args.pods}},
                                    namespace=NAMESPACE, subresource="scale")
                 async with asyncio.timeout(max(600, args.pods)):
                     await watcher
                 cpu = {h.name: cpu_seconds(h.pid) - cpu_before[h.name] for h in helpers}
+                cpu.update({n: cpu_seconds(pid) - cpu_before[n] for n, pid in core.items()})
+                requests = await request_counts(server.url)
         finally:
             for helper in reversed(helpers):
                 helper.stop()
@@ -182,8 +204,21 @@ async def run(args: argparse.Namespace) -> int:
     created_rate = args.pods / created_s
     print(f"{'controller-manager alone: created (pods/s)':<46} {created_rate:>12.0f}")
     print(f"{'  its ratio to the create rate':<46} {created_rate / baseline:>12.2f}")
+    for name, seconds in baseline_cpu.items():
+        print(f"{f'baseline: {name} CPU per create (ms)':<46} "
+              f"{1000 * seconds / max(1, baseline_pods):>12.2f}")
     for helper, seconds in cpu.items():
         print(f"{f'{helper} CPU per pod (ms)':<46} {1000 * seconds / args.pods:>12.2f}")
+    print("API requests per pod while scaling (verb resource/subresource):")
+    for key, count in sorted(requests.items(), key=lambda kv: -kv[1]):
+        if (delta := count - requests_before.get(key, 0)) >= args.pods / 100:
+            print(f"  {key:<44} {delta / args.pods:>12.2f}")
+    total_ms = 1000 * sum(cpu.values()) / args.pods
+    cores = os.cpu_count() or 1
+    ceiling = cores / (total_ms / 1000)
+    print(f"{'all components: CPU per pod (ms)':<46} {total_ms:>12.2f}")
+    print(f"{f'CPU-bound ceiling on {cores} cores (pods/s)':<46} {ceiling:>12.0f}")
+    print(f"{'  its ratio to the create rate':<46} {ceiling / baseline:>12.2f}")
     print(f"{'controller-manager + scheduler (pods/s)':<46} {rate:>12.0f}")
     print(f"{'ratio to the create rate (target >= 0.7)':<46} {ratio:>12.2f}  "
           f"{'pass' if ratio >= TARGET else 'FAIL'}")

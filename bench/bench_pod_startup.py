@@ -42,12 +42,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.bench_apiserver import cpu_seconds  # noqa: E402
 from common.client import ApiClient  # noqa: E402
 from common.timeline import RECORDING_ENV  # noqa: E402
 from tests.docker_support import (  # noqa: E402
@@ -300,51 +302,82 @@ async def profiled(kubelet: KubeletProcess, path: str | None) -> Any:
         print(f"kubelet profile in {path} ({stderr.decode(errors='replace').strip()[-200:]})")
 
 
-def recording_cost_report(count: int, rates: list[tuple[str, float, float]]) -> list[str]:
-    """The recording's cost from paired rounds of (phase, on, off) throughputs: each round's
-    1 - on/off and their median per phase; the crossover estimate (the mean of the two
-    phases' medians, in which the one cluster's edge over the other cancels) and that
-    edge itself."""
-    lines = [f"  recording on/off, {count} probe+volumes pods at once, {len(rates)} rounds "
-             "(pods/s, ABBA order in each phase):"]
+@dataclass(frozen=True)
+class Burst:
+    rate: float  # pods/s
+    cpu_ms: float  # CPU of the cluster's apiserver and kubelet, per pod
+
+
+Round = tuple[str, Burst, Burst]  # phase, recording on, recording off
+
+
+def crossover(costs: list[tuple[str, float]]) -> tuple[dict[str, list[float]], float | None,
+                                                       float | None]:
+    """(phase, cost) pairs -> the costs by phase, the crossover estimate (the mean of the
+    two phases' medians, in which one cluster's edge over the other cancels) and that
+    edge itself (None with fewer than two phases)."""
     by_phase: dict[str, list[float]] = {}
-    for i, (phase, on, off) in enumerate(rates):
-        cost = 1 - on / off
+    for phase, cost in costs:
         by_phase.setdefault(phase, []).append(cost)
-        lines.append(f"    round {i + 1} ({phase}): on {on:6.2f}  off {off:6.2f}  "
-                     f"cost {cost * 100:+6.1f}%")
-    medians = {phase: statistics.median(costs) for phase, costs in by_phase.items()}
-    for phase, costs in by_phase.items():
-        lines.append(f"    {phase}: median cost {medians[phase] * 100:+.1f}% (spread "
-                     f"{min(costs) * 100:+.1f}%..{max(costs) * 100:+.1f}%)")
-    lines.append(f"    median throughput: on {statistics.median(r[1] for r in rates):.2f}, "
-                 f"off {statistics.median(r[2] for r in rates):.2f} pods/s")
-    if len(medians) == 2:
-        first, second = medians.values()
-        lines.append(f"    recording costs {(first + second) / 2 * 100:+.1f}% (crossover: "
-                     f"the mean of the two phases); cluster A's own edge over B "
-                     f"{(second - first) / 2 * 100:+.1f}%")
+    medians = [statistics.median(c) for c in by_phase.values()]
+    if len(medians) != 2:
+        return by_phase, None, None
+    return by_phase, (medians[0] + medians[1]) / 2, (medians[1] - medians[0]) / 2
+
+
+def recording_cost_report(count: int, rounds: list[Round]) -> list[str]:
+    """The recording's cost from paired rounds, measured two ways: throughput (1 - on/off,
+    what the target is about, but the shared cores' load swings it by +-20% from round
+    to round) and CPU time per pod of the apiserver and kubelet (on/off - 1, which that
+    load does not stretch). Each round, each phase's median, the crossover estimate."""
+    lines = [f"  recording on/off, {count} probe+volumes pods at once, {len(rounds)} rounds "
+             "(ABBA order in each phase):"]
+    for i, (phase, on, off) in enumerate(rounds):
+        lines.append(f"    round {i + 1} ({phase}): pods/s on {on.rate:6.2f} off {off.rate:6.2f}"
+                     f" cost {(1 - on.rate / off.rate) * 100:+6.1f}%   CPU ms/pod on "
+                     f"{on.cpu_ms:6.1f} off {off.cpu_ms:6.1f} cost "
+                     f"{(on.cpu_ms / off.cpu_ms - 1) * 100:+6.1f}%")
+    measures = {
+        "throughput": [(p, 1 - on.rate / off.rate) for p, on, off in rounds],
+        "CPU per pod": [(p, on.cpu_ms / off.cpu_ms - 1) for p, on, off in rounds]}
+    for measure, costs in measures.items():
+        by_phase, estimate, edge = crossover(costs)
+        for phase, values in by_phase.items():
+            lines.append(f"    {measure}, {phase}: median cost "
+                         f"{statistics.median(values) * 100:+.1f}% (spread "
+                         f"{min(values) * 100:+.1f}%..{max(values) * 100:+.1f}%)")
+        if estimate is not None and edge is not None:
+            lines.append(f"    {measure}: recording costs {estimate * 100:+.1f}% (crossover); "
+                         f"cluster A's own edge over B {edge * 100:+.1f}%")
+    lines.append(f"    medians: on {statistics.median(r[1].rate for r in rounds):.2f} pods/s "
+                 f"{statistics.median(r[1].cpu_ms for r in rounds):.1f} CPU ms/pod, off "
+                 f"{statistics.median(r[2].rate for r in rounds):.2f} pods/s "
+                 f"{statistics.median(r[2].cpu_ms for r in rounds):.1f} CPU ms/pod")
     return lines
 
 
 async def full_burst(client: ApiClient, watcher: ReadyWatcher, cluster: Cluster, prefix: str,
-                     count: int) -> float:
-    """The throughput of one burst of `count` probe+volumes pods on `cluster`."""
+                     count: int) -> Burst:
+    """One burst of `count` probe+volumes pods on `cluster` (created, Ready, deleted, gone):
+    its throughput, and what its apiserver and kubelet spent on it, in CPU time, which
+    the other cluster's work on the shared cores does not stretch as it stretches time."""
+    pids = (cluster.server.process.pid, cluster.kubelet.process.pid)
+    before = sum(map(cpu_seconds, pids))
     _, rate = await pod_run(client, watcher, cluster.node, prefix.lower(), count, full_pod,
                             burst=True)
-    return rate
+    return Burst(rate, 1000 * (sum(map(cpu_seconds, pids)) - before) / count)
 
 
 async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                            rounds: int, *, control: bool = False,
-                           ) -> list[tuple[str, float, float]]:
-    """(phase, on, off) throughputs of `rounds` paired bursts on two clusters A and B
+                           ) -> list[Round]:
+    """(phase, on, off) bursts of `rounds` paired bursts on two clusters A and B
     running side by side: in the first phase A records and B does not, in the second
     (both restarted) the other way round, so that whatever makes one of them faster (an
     A/A run showed one side ahead by as much as the recording was thought to cost) counts
     once for and once against the recording. A warm-up burst on each cluster starts each
     phase. `control`: both record in both phases (an A/A run)."""
-    rates: list[tuple[str, float, float]] = []
+    rates: list[Round] = []
     per_phase = max(1, rounds // 2)
     for phase, a_records in (("A on, B off", True), ("A off, B on", False)):
         sides = {"A": a_records or control, "B": (not a_records) or control}
@@ -363,13 +396,15 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                 for recording in (True, False):
                     await full_burst(*pairs[recording], f"warm-{len(rates)}-{recording}", count)
                 for r in range(per_phase):
-                    measured: dict[bool, float] = {}
+                    measured: dict[bool, Burst] = {}
                     for recording in ((True, False) if r % 2 == 0 else (False, True)):
                         measured[recording] = await full_burst(
                             *pairs[recording], f"rec-{len(rates)}-{recording}", count)
                     rates.append((phase, measured[True], measured[False]))
-                    print(f"  {phase}, round {r + 1}/{per_phase}: on {measured[True]:.2f} "
-                          f"off {measured[False]:.2f} pods/s", flush=True)
+                    on, off = measured[True], measured[False]
+                    print(f"  {phase}, round {r + 1}/{per_phase}: on {on.rate:.2f} "
+                          f"off {off.rate:.2f} pods/s, {on.cpu_ms:.1f} / {off.cpu_ms:.1f} "
+                          "CPU ms per pod", flush=True)
         except (httpx.HTTPError, TimeoutError) as e:
             for cluster in clusters.values():
                 print(f"--- {cluster.node} kubelet log tail ---\n{cluster.kubelet.log()[-3000:]}")
