@@ -194,6 +194,15 @@ class Registry:
         except errors.NotFound:
             return None
 
+    def _cached_kv(self, resource: Resource, key: str) -> KV | None:
+        """The watch cache's copy of `key` as etcd would give it, if the cache has one
+        (it may be behind etcd). Its create revision is unknown (0)."""
+        cache = self.cache(resource)
+        item = cache.get(key) if cache.ready else None
+        if item is None:
+            return None
+        return KV(key, objects.without_resource_version(item.obj), item.revision, 0)
+
     async def _get_kv(self, resource: Resource, namespace: str | None, name: str) -> KV:
         kv = await self.storage.get(self.key(resource, namespace, name))
         if kv is None:
@@ -379,26 +388,42 @@ class Registry:
         managedFields as that manager's Update.
         """
         key = self.key(resource, namespace, name)
-        kv = await self._get_kv(resource, namespace, name)
+        # As kube's Cacher.GuaranteedUpdate: the watch cache's copy is the first guess, so
+        # that an update costs one etcd transaction, not a read and then a transaction. A
+        # guess found stale (by the transaction's revision check, or because it was what
+        # a refusal or a no-op was computed from) gives way to a read of etcd.
+        kv = None if dry_run else self._cached_kv(resource, key)
+        fresh = kv is None
+        if kv is None:
+            kv = await self._get_kv(resource, namespace, name)
         for _ in range(MAX_UPDATE_ATTEMPTS):
-            if precondition is not None and precondition != str(kv.mod_revision):
-                raise conflict(resource, name)
-            new = mutate(kv.value)
-            if validate:
-                new = objects.default_object(resource, new, old=kv.value)
-            if manager is not None:
-                check_no_causes(resource, name, managed_causes(new))
-                new = managed_fields.record_update(resource, kv.value, new, manager=manager,
-                                                   subresource=subresource)
-            if new == kv.value:
-                return objects.with_resource_version(kv.value, kv.mod_revision)
-            if validate:
-                check_no_causes(resource, name, validation.validate_subresource_update(
-                    resource, subresource, new, kv.value))
-                if resource.admit_update_lookup is not None and subresource is None:
-                    await resource.admit_update_lookup(new, kv.value, self)
-            await self.admit_write(user, "UPDATE", resource, namespace, name, new, kv.value,
-                                   subresource)
+            try:
+                if precondition is not None and precondition != str(kv.mod_revision):
+                    raise conflict(resource, name)
+                new = mutate(kv.value)
+                if validate:
+                    new = objects.default_object(resource, new, old=kv.value)
+                if manager is not None:
+                    check_no_causes(resource, name, managed_causes(new))
+                    new = managed_fields.record_update(resource, kv.value, new,
+                                                       manager=manager, subresource=subresource)
+                if new == kv.value:
+                    if not fresh:
+                        kv, fresh = await self._get_kv(resource, namespace, name), True
+                        continue
+                    return objects.with_resource_version(kv.value, kv.mod_revision)
+                if validate:
+                    check_no_causes(resource, name, validation.validate_subresource_update(
+                        resource, subresource, new, kv.value))
+                    if resource.admit_update_lookup is not None and subresource is None:
+                        await resource.admit_update_lookup(new, kv.value, self)
+                await self.admit_write(user, "UPDATE", resource, namespace, name, new,
+                                       kv.value, subresource)
+            except errors.ApiError:
+                if fresh:
+                    raise
+                kv, fresh = await self._get_kv(resource, namespace, name), True
+                continue
             reserves = validate and subresource is None
             if dry_run:
                 if reserves:
@@ -430,9 +455,12 @@ class Registry:
                 raise not_found(resource, name) from None
             except RevisionMismatch as e:
                 await self._revert(reservation)
+                if e.current is None and not fresh:  # gone, or never was: read etcd
+                    kv, fresh = await self._get_kv(resource, namespace, name), True
+                    continue
                 if precondition is not None or e.current is None:
                     raise conflict(resource, name) from None
-                kv = e.current
+                kv, fresh = e.current, True
             except BaseException:
                 await self._revert(reservation)
                 raise

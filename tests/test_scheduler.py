@@ -448,7 +448,7 @@ async def test_readyz_waits_for_the_informers_and_metrics_count_attempts(
             response = await http.get("/readyz")
             assert response.status_code == 503
             assert ("[-]informer-sync failed: not synced yet: nodes, assigned pods, unbound pods, "
-                    "namespaces"
+                    "namespaces, services, replicasets"
                     in response.text.splitlines())
 
             await asyncio.to_thread(late.start)
