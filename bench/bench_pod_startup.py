@@ -27,6 +27,7 @@ Pod latency = POST sent -> first watch event with the pod's Ready condition True
 p50/p99 of each and the ratios pod / baseline.
 
     .venv/bin/python bench/bench_pod_startup.py [--pods 50] [--rounds 8] [--recording-only]
+        [--recording-pods full|plain] [--control]
 """
 
 from __future__ import annotations
@@ -302,6 +303,11 @@ async def profiled(kubelet: KubeletProcess, path: str | None) -> Any:
         print(f"kubelet profile in {path} ({stderr.decode(errors='replace').strip()[-200:]})")
 
 
+# --recording-pods: what part 4 bursts (its name in the report, its manifest)
+RECORDING_PODS: dict[str, tuple[str, Manifest]] = {"full": ("probe+volumes", full_pod),
+                                                   "plain": ("plain", plain_pod)}
+
+
 @dataclass(frozen=True)
 class Burst:
     rate: float  # pods/s
@@ -325,12 +331,13 @@ def crossover(costs: list[tuple[str, float]]) -> tuple[dict[str, list[float]], f
     return by_phase, (medians[0] + medians[1]) / 2, (medians[1] - medians[0]) / 2
 
 
-def recording_cost_report(count: int, rounds: list[Round]) -> list[str]:
+def recording_cost_report(count: int, rounds: list[Round], kind: str = "probe+volumes"
+                          ) -> list[str]:
     """The recording's cost from paired rounds, measured two ways: throughput (1 - on/off,
     what the target is about, but the shared cores' load swings it by +-20% from round
     to round) and CPU time per pod of the apiserver and kubelet (on/off - 1, which that
     load does not stretch). Each round, each phase's median, the crossover estimate."""
-    lines = [f"  recording on/off, {count} probe+volumes pods at once, {len(rounds)} rounds "
+    lines = [f"  recording on/off, {count} {kind} pods at once, {len(rounds)} rounds "
              "(ABBA order in each phase):"]
     for i, (phase, on, off) in enumerate(rounds):
         lines.append(f"    round {i + 1} ({phase}): pods/s on {on.rate:6.2f} off {off.rate:6.2f}"
@@ -357,20 +364,20 @@ def recording_cost_report(count: int, rounds: list[Round]) -> list[str]:
 
 
 async def full_burst(client: ApiClient, watcher: ReadyWatcher, cluster: Cluster, prefix: str,
-                     count: int) -> Burst:
+                     count: int, manifest: Manifest = full_pod) -> Burst:
     """One burst of `count` probe+volumes pods on `cluster` (created, Ready, deleted, gone):
     its throughput, and what its apiserver and kubelet spent on it, in CPU time, which
     the other cluster's work on the shared cores does not stretch as it stretches time."""
     pids = (cluster.server.process.pid, cluster.kubelet.process.pid)
     before = sum(map(cpu_seconds, pids))
-    _, rate = await pod_run(client, watcher, cluster.node, prefix.lower(), count, full_pod,
+    _, rate = await pod_run(client, watcher, cluster.node, prefix.lower(), count, manifest,
                             burst=True)
     return Burst(rate, 1000 * (sum(map(cpu_seconds, pids)) - before) / count)
 
 
 async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                            rounds: int, *, control: bool = False,
-                           ) -> list[Round]:
+                           manifest: Manifest = full_pod) -> list[Round]:
     """(phase, on, off) bursts of `rounds` paired bursts on two clusters A and B
     running side by side: in the first phase A records and B does not, in the second
     (both restarted) the other way round, so that whatever makes one of them faster (an
@@ -394,12 +401,14 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                 pairs = {True: (on[0], on[1], clusters[recording_side]),
                          False: (off[0], off[1], clusters[other_side])}
                 for recording in (True, False):
-                    await full_burst(*pairs[recording], f"warm-{len(rates)}-{recording}", count)
+                    await full_burst(*pairs[recording], f"warm-{len(rates)}-{recording}", count,
+                                     manifest)
                 for r in range(per_phase):
                     measured: dict[bool, Burst] = {}
                     for recording in ((True, False) if r % 2 == 0 else (False, True)):
                         measured[recording] = await full_burst(
-                            *pairs[recording], f"rec-{len(rates)}-{recording}", count)
+                            *pairs[recording], f"rec-{len(rates)}-{recording}", count,
+                            manifest)
                     rates.append((phase, measured[True], measured[False]))
                     on, off = measured[True], measured[False]
                     print(f"  {phase}, round {r + 1}/{per_phase}: on {on.rate:.2f} "
@@ -418,7 +427,7 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
 
 
 async def bench(count: int, rounds: int, profile: str | None, recording_only: bool,
-                control: bool = False) -> None:
+                control: bool = False, recording_pods: str = "full") -> None:
     ensure_docker()
     label = f"bench-{int(time.time())}"
     node = f"bench-node-{int(time.time())}"
@@ -429,13 +438,14 @@ async def bench(count: int, rounds: int, profile: str | None, recording_only: bo
             if not recording_only:
                 lines = await startup_latencies(etcd, Path(tmp), node, label, count, profile)
             rates = await recording_rounds(etcd, Path(tmp), node, count, rounds,
-                                           control=control)
+                                           control=control,
+                                           manifest=RECORDING_PODS[recording_pods][1])
         finally:
             etcd.stop()
     print(f"pod startup, {count} pods, images {PAUSE_IMAGE} + {BUSYBOX_IMAGE}")
     if control:
         lines.append("  CONTROL RUN: both sides record; 'off' is a second recording cluster")
-    for line in lines + recording_cost_report(count, rates):
+    for line in lines + recording_cost_report(count, rates, RECORDING_PODS[recording_pods][0]):
         print(line)
 
 
@@ -480,6 +490,10 @@ def main() -> None:
                              "cluster recording")
     parser.add_argument("--recording-only", action="store_true",
                         help="only part 4, the recording's cost")
+    parser.add_argument("--recording-pods", choices=sorted(RECORDING_PODS), default="full",
+                        help="part 4's pods: full (a probe and volumes, the default) or plain "
+                             "(no probe: the CPU per pod is not stretched by probes running "
+                             "for as long as a burst lasts)")
     parser.add_argument("--control", action="store_true",
                         help="part 4 as an A/A run: both clusters record (the setup's own "
                              "difference between its two sides)")
@@ -488,7 +502,8 @@ def main() -> None:
                              "into FILE (collapsed stacks; py-spy must be on PATH or in the "
                              "venv)")
     args = parser.parse_args()
-    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only, args.control))
+    asyncio.run(bench(args.pods, args.rounds, args.profile, args.recording_only, args.control,
+                      args.recording_pods))
 
 
 if __name__ == "__main__":
