@@ -14,12 +14,14 @@ Indexed` gives each pod an index 0..completions-1 (annotation and label
 `JOB_COMPLETION_INDEX` through the downward API), creates the lowest missing indexes first
 and completes when every index succeeded (`status.completedIndexes`). Events:
 `SuccessfulCreate`, `SuccessfulDelete`, `Completed`, `BackoffLimitExceeded`,
-`DeadlineExceeded`. `ttlSecondsAfterFinished` is the TTL-after-finished controller's
+`DeadlineExceeded`. Under `restartPolicy: OnFailure` the kubelet restarts a failed
+container in place, so the container restarts of the Job's pending and running pods count
+as retries too: the Job fails once they reach `backoffLimit` (kube's
+pastBackoffLimitOnFailure). `ttlSecondsAfterFinished` is the TTL-after-finished controller's
 (`ttlafterfinished`).
 
 Not done: the job-tracking finalizer on pods (counts come from the pods that exist, so a
-pod deleted by hand before it was counted is not counted), container restarts counted
-against backoffLimit under `restartPolicy: OnFailure`, podFailurePolicy, successPolicy,
+pod deleted by hand before it was counted is not counted), podFailurePolicy, successPolicy,
 backoffLimitPerIndex, suspend.
 """
 
@@ -97,9 +99,27 @@ def finished_condition(job: Mapping[str, Any]) -> str | None:
     return None
 
 
+def restarts_on_failure(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> int:
+    """The container restarts (init containers too) of the Job's pending and running pods
+    when its template restarts containers on failure; 0 otherwise."""
+    template = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if template.get("restartPolicy") != "OnFailure":
+        return 0
+    total = 0
+    for pod in pods:
+        status = pod.get("status") or {}
+        if status.get("phase") not in ("Pending", "Running"):
+            continue
+        for key in ("initContainerStatuses", "containerStatuses"):
+            total += sum(int(s.get("restartCount") or 0) for s in status.get(key) or [])
+    return total
+
+
 def outcome(job: Mapping[str, Any], succeeded: int, failed: int, active: int,
-            now: datetime) -> tuple[str, str, str] | None:
-    """(condition, reason, message) when the Job is finished now, else None."""
+            now: datetime, restarts: int = 0) -> tuple[str, str, str] | None:
+    """(condition, reason, message) when the Job is finished now, else None. `restarts`:
+    restarts_on_failure's count, which fails the Job when it reaches the backoffLimit (any
+    restart at all for a limit of 0), as failed pods do when they exceed it."""
     completions = completions_of(job)
     if completions is None:
         # No completions: done once one pod succeeded and none still runs.
@@ -107,8 +127,9 @@ def outcome(job: Mapping[str, Any], succeeded: int, failed: int, active: int,
             return ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
     elif succeeded >= completions:
         return ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
-    limit = (job.get("spec") or {}).get("backoffLimit")
-    if failed > (6 if limit is None else int(limit)):
+    given = (job.get("spec") or {}).get("backoffLimit")
+    limit = 6 if given is None else int(given)
+    if failed > limit or (restarts > 0 and restarts >= max(limit, 1)):
         return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
     left = deadline_left(job, now)
     if left is not None and left <= 0:
@@ -302,7 +323,8 @@ class JobController(QueueController):
         status.setdefault("startTime", rfc3339(now))
         if completed is not None:
             status["completedIndexes"] = format_indexes(completed)
-        done = outcome({**job, "status": status}, succeeded, failed, len(active), now)
+        done = outcome({**job, "status": status}, succeeded, failed, len(active), now,
+                       restarts_on_failure(job, active))
         if done is not None:
             kind, reason, message = done
             await self.pod_control.delete(job, key, active, expect=False)

@@ -114,10 +114,11 @@ async def test_kubectl_create_job_and_wait_for_complete(cluster: Cluster) -> Non
     assert table[:3] == [name, "Complete", "1/1"], table
 
 
-def job_manifest(name: str, command: str, **spec: object) -> str:
+def job_manifest(name: str, command: str, *, restart_policy: str = "Never",
+                 **spec: object) -> str:
     return json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
                        "spec": {**spec, "template": {"spec": {
-                           "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                           "restartPolicy": restart_policy, "terminationGracePeriodSeconds": 1,
                            "containers": [{"name": "main", "image": "kubelite/busybox:1.35",
                                            "command": ["sh", "-c", command]}]}}}})
 
@@ -159,6 +160,36 @@ async def test_a_failing_job_stops_at_its_backoff_limit(cluster: Cluster) -> Non
         "BackoffLimitExceeded", "Job has reached the specified backoff limit")
     events = kubectl("get", "events", "--field-selector", f"involvedObject.name={name}")
     assert "BackoffLimitExceeded" in events
+
+
+async def test_container_restarts_under_on_failure_count_against_the_backoff_limit(
+        cluster: Cluster) -> None:
+    """restartPolicy OnFailure: the kubelet restarts the failing container in place, the
+    controller creates no new pod, and the restart reaching backoffLimit fails the Job
+    and deletes its pod."""
+    kubectl = cluster.kubectl
+    name = unique("onfailure")
+    kubectl.run("apply", "-f", "-", stdin=job_manifest(name, "exit 3", backoffLimit=1,
+                                                        restart_policy="OnFailure"))
+    kubectl("wait", "--for=condition=failed", f"job/{name}", "--timeout=120s")
+    status = json.loads(kubectl("get", "job", name, "-o", "json"))["status"]
+    condition = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert (condition["reason"], condition["message"]) == (
+        "BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    events = json.loads(kubectl("get", "events", "--field-selector",
+                                f"involvedObject.name={name}", "-o", "json"))["items"]
+    created = [e for e in events if e["reason"] == "SuccessfulCreate"]
+    assert len(created) == 1 and created[0]["count"] == 1, created  # one pod, restarted
+    pod_name = created[0]["message"].removeprefix("Created pod: ")
+    pod_events = json.loads(kubectl("get", "events", "--field-selector",
+                                    f"involvedObject.name={pod_name}", "-o", "json"))["items"]
+    starts = sum(e["count"] for e in pod_events if e["reason"] == "Started")
+    assert starts >= 2 or any(e["reason"] == "BackOff" for e in pod_events), pod_events
+
+    async def pod_gone() -> bool:
+        return kubectl("get", "pods", "-l", f"batch.kubernetes.io/job-name={name}",
+                       "-o", "name").strip() == ""
+    await eventually(pod_gone, timeout=60, what="the failed job's pod to be deleted")
 
 
 async def test_a_job_past_its_active_deadline_fails_and_its_pods_go(cluster: Cluster) -> None:

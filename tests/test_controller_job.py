@@ -15,6 +15,7 @@ from controller_manager.job import (
     indexes_to_create,
     outcome,
     pod_for,
+    restarts_on_failure,
     succeeded_indexes,
     wanted_active,
 )
@@ -71,6 +72,42 @@ def test_wanted_active(spec: dict[str, Any], succeeded: int, want: int) -> None:
 def test_outcome(spec: dict[str, Any], succeeded: int, failed: int, active: int,
                  want: str | None) -> None:
     found = outcome(job(**spec), succeeded, failed, active, NOW)
+    assert (found[1] if found else None) == want
+
+
+def restarted(phase: str, *restarts: int, init: int = 0) -> dict[str, Any]:
+    made = pod(phase)
+    made["status"]["containerStatuses"] = [{"name": f"c{i}", "restartCount": n}
+                                           for i, n in enumerate(restarts)]
+    made["status"]["initContainerStatuses"] = [{"name": "init", "restartCount": init}]
+    return made
+
+
+def on_failure(**spec: Any) -> dict[str, Any]:
+    made = job(**spec)
+    made["spec"]["template"]["spec"]["restartPolicy"] = "OnFailure"
+    return made
+
+
+def test_restarts_under_on_failure_count_those_of_pending_and_running_pods() -> None:
+    pods = [restarted("Running", 1, 2, init=1), restarted("Pending", 1),
+            restarted("Failed", 5), restarted("Succeeded", 7)]
+    assert restarts_on_failure(on_failure(), pods) == 5
+    assert restarts_on_failure(job(), pods) == 0  # restartPolicy Never: new pods instead
+
+
+@pytest.mark.parametrize(("limit", "restarts", "want"), [
+    (2, 1, None),
+    (2, 2, "BackoffLimitExceeded"),  # restarts fail the Job when they reach the limit
+    (0, 1, "BackoffLimitExceeded"),  # a limit of 0: no restart at all
+    (0, 0, None),
+    (None, 5, None),  # the default limit is 6
+    (None, 6, "BackoffLimitExceeded"),
+])
+def test_restarts_count_against_the_backoff_limit(limit: int | None, restarts: int,
+                                                 want: str | None) -> None:
+    spec = {} if limit is None else {"backoffLimit": limit}
+    found = outcome(on_failure(**spec), 0, 0, 1, NOW, restarts)
     assert (found[1] if found else None) == want
 
 
