@@ -21,7 +21,15 @@ In one run, against one freshly started etcd + apiserver + kubelet on the local 
    A/A run (`--control`) showed one of two identical clusters ahead by as much as the
    recording was thought to cost, and this crossover cancels that edge. Throughput = pods
    / (first create sent -> last pod Ready); each round's cost is 1 - on/off; printed: every
-   round, each phase's median, and their mean (the estimate), with A's own edge.
+   round, each phase's median, and their mean (the estimate), with A's own edge;
+5. the recording's work, measured directly (`bench/recording_work.py`): on one machine
+   at a load average of 10 the crossover of 4 cannot resolve 5%, so the bench also times,
+   in this process and in CPU time, what the recording adds to each call and to the
+   bytes encoded and decoded (a pod and its Events as a recorded burst left them, with
+   and without the recording's fields), multiplies by the requests and watch events the
+   apiserver served per pod in the bursts (its /metrics), and prints that as a share of
+   the apiserver's and the kubelet's measured CPU per pod: an upper bound on the share
+   of throughput the recording can take.
 
 Pod latency = POST sent -> first watch event with the pod's Ready condition True. Prints
 p50/p99 of each and the ratios pod / baseline.
@@ -35,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import shutil
 import signal
 import statistics
@@ -48,8 +57,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import recording_work  # noqa: E402
 from bench.bench_apiserver import cpu_seconds  # noqa: E402
 from common.client import ApiClient  # noqa: E402
 from common.timeline import RECORDING_ENV  # noqa: E402
@@ -170,6 +181,7 @@ class ReadyWatcher:
         self.client = client
         self.node = node
         self.ready_at: dict[str, float] = {}
+        self.last: dict[str, dict[str, Any]] = {}  # each pod as its latest event showed it
         self.changed = asyncio.Event()
         self.ready = asyncio.Event()
 
@@ -182,6 +194,8 @@ class ReadyWatcher:
                                              resource_version=version, field_selector=selector):
             pod = event.get("object") or {}
             name = (pod.get("metadata") or {}).get("name", "")
+            if name:
+                self.last[name] = pod
             if name and name not in self.ready_at and is_ready(pod):
                 self.ready_at[name] = time.perf_counter()
                 self.changed.set()
@@ -311,7 +325,19 @@ RECORDING_PODS: dict[str, tuple[str, Manifest]] = {"full": ("probe+volumes", ful
 @dataclass(frozen=True)
 class Burst:
     rate: float  # pods/s
-    cpu_ms: float  # CPU of the cluster's apiserver and kubelet, per pod
+    apiserver_cpu_ms: float  # CPU of the cluster's apiserver per pod
+    kubelet_cpu_ms: float
+    traffic: recording_work.Traffic | None = None  # what the apiserver served per pod
+
+    @property
+    def cpu_ms(self) -> float:
+        """CPU of the cluster's apiserver and kubelet, per pod."""
+        return self.apiserver_cpu_ms + self.kubelet_cpu_ms
+
+
+# A pod as its last watch event showed it, and its Events: the objects the recording
+# writes to, as one burst with the recording on left them.
+Sample = tuple[dict[str, Any], list[dict[str, Any]]]
 
 
 Round = tuple[str, Burst, Burst]  # phase, recording on, recording off
@@ -366,25 +392,45 @@ def recording_cost_report(count: int, rounds: list[Round], kind: str = "probe+vo
 async def full_burst(client: ApiClient, watcher: ReadyWatcher, cluster: Cluster, prefix: str,
                      count: int, manifest: Manifest = full_pod) -> Burst:
     """One burst of `count` probe+volumes pods on `cluster` (created, Ready, deleted, gone):
-    its throughput, and what its apiserver and kubelet spent on it, in CPU time, which
-    the other cluster's work on the shared cores does not stretch as it stretches time."""
+    its throughput, what its apiserver and kubelet spent on it, in CPU time, which
+    the other cluster's work on the shared cores does not stretch as it stretches time,
+    and the requests and watch events the apiserver served for it."""
     pids = (cluster.server.process.pid, cluster.kubelet.process.pid)
-    before = sum(map(cpu_seconds, pids))
+    metrics_before = await scrape(cluster)
+    before = [cpu_seconds(pid) for pid in pids]
     _, rate = await pod_run(client, watcher, cluster.node, prefix.lower(), count, manifest,
                             burst=True)
-    return Burst(rate, 1000 * (sum(map(cpu_seconds, pids)) - before) / count)
+    apiserver_ms, kubelet_ms = (1000 * (cpu_seconds(pid) - was) / count
+                                for pid, was in zip(pids, before, strict=True))
+    served = recording_work.traffic(metrics_before, await scrape(cluster), count)
+    return Burst(rate, apiserver_ms, kubelet_ms, served)
+
+
+async def scrape(cluster: Cluster) -> recording_work.Samples:
+    async with cluster.server.client() as http:
+        return recording_work.parse_samples((await http.get("/metrics")).text)
+
+
+async def recorded_sample(client: ApiClient, watcher: ReadyWatcher, prefix: str) -> Sample:
+    """The first pod of a burst named `prefix` and its Events (they outlive the pod)."""
+    name = f"{prefix.lower()}-0"
+    events = await client.list("events", namespace="default",
+                               field_selector=f"involvedObject.name={name}")
+    return watcher.last[name], list(events["items"])
 
 
 async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                            rounds: int, *, control: bool = False,
-                           manifest: Manifest = full_pod) -> list[Round]:
+                           manifest: Manifest = full_pod) -> tuple[list[Round], Sample]:
     """(phase, on, off) bursts of `rounds` paired bursts on two clusters A and B
     running side by side: in the first phase A records and B does not, in the second
     (both restarted) the other way round, so that whatever makes one of them faster (an
     A/A run showed one side ahead by as much as the recording was thought to cost) counts
     once for and once against the recording. A warm-up burst on each cluster starts each
-    phase. `control`: both record in both phases (an A/A run)."""
+    phase. `control`: both record in both phases (an A/A run). Also returns the sample of
+    the last recording burst."""
     rates: list[Round] = []
+    sample: Sample | None = None
     per_phase = max(1, rounds // 2)
     for phase, a_records in (("A on, B off", True), ("A off, B on", False)):
         sides = {"A": a_records or control, "B": (not a_records) or control}
@@ -406,9 +452,11 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
                 for r in range(per_phase):
                     measured: dict[bool, Burst] = {}
                     for recording in ((True, False) if r % 2 == 0 else (False, True)):
-                        measured[recording] = await full_burst(
-                            *pairs[recording], f"rec-{len(rates)}-{recording}", count,
-                            manifest)
+                        prefix = f"rec-{len(rates)}-{recording}"
+                        measured[recording] = await full_burst(*pairs[recording], prefix,
+                                                               count, manifest)
+                        if recording:
+                            sample = await recorded_sample(*pairs[True][:2], prefix)
                     rates.append((phase, measured[True], measured[False]))
                     on, off = measured[True], measured[False]
                     print(f"  {phase}, round {r + 1}/{per_phase}: on {on.rate:.2f} "
@@ -423,7 +471,29 @@ async def recording_rounds(etcd: Etcd, workdir: Path, node: str, count: int,
             for cluster in clusters.values():
                 cluster.stop()
                 remove_node_containers(cluster.node)
-    return rates
+    assert sample is not None
+    return rates, sample
+
+
+def recording_work_report(rounds: list[Round], sample: Sample) -> list[str]:
+    """The recording's own work per pod (bench/recording_work.py): the calls and bytes of
+    the sample timed in this process, counted by the recording bursts' median traffic,
+    against their median CPU per pod."""
+    on = [r[1] for r in rounds]
+    served = [b.traffic for b in on if b.traffic is not None]
+    traffic = recording_work.Traffic(*(
+        statistics.median(getattr(t, f.name) for t in served)
+        for f in dataclasses.fields(recording_work.Traffic)))
+    pod, events = sample
+    event = max(events, key=lambda e: len(orjson.dumps(e))
+                - len(orjson.dumps(recording_work.strip_recording(e))))
+    calls = recording_work.calls_cost(pod, event)
+    pod_codec, event_codec = recording_work.codec_cost(pod), recording_work.codec_cost(event)
+    work = recording_work.recording_work(traffic, calls, pod_codec, event_codec)
+    return recording_work.report(
+        work, traffic, calls, pod_codec, event_codec,
+        apiserver_cpu_ms=statistics.median(b.apiserver_cpu_ms for b in on),
+        kubelet_cpu_ms=statistics.median(b.kubelet_cpu_ms for b in on))
 
 
 async def bench(count: int, rounds: int, profile: str | None, recording_only: bool,
@@ -437,7 +507,7 @@ async def bench(count: int, rounds: int, profile: str | None, recording_only: bo
         try:
             if not recording_only:
                 lines = await startup_latencies(etcd, Path(tmp), node, label, count, profile)
-            rates = await recording_rounds(etcd, Path(tmp), node, count, rounds,
+            rates, sample = await recording_rounds(etcd, Path(tmp), node, count, rounds,
                                            control=control,
                                            manifest=RECORDING_PODS[recording_pods][1])
         finally:
@@ -446,6 +516,8 @@ async def bench(count: int, rounds: int, profile: str | None, recording_only: bo
     if control:
         lines.append("  CONTROL RUN: both sides record; 'off' is a second recording cluster")
     for line in lines + recording_cost_report(count, rates, RECORDING_PODS[recording_pods][0]):
+        print(line)
+    for line in recording_work_report(rates, sample):
         print(line)
 
 
