@@ -220,6 +220,13 @@ def is_valid_port_name(port: str) -> list[str]:
     return errs
 
 
+def validate_port_num_or_name(value: Any, path: str) -> list[Cause]:
+    """ValidatePortNumOrName: a number 1-65535 or an IANA_SVC_NAME."""
+    if isinstance(value, int):
+        return [invalid(path, value, m) for m in is_valid_port_num(value)]
+    return [invalid(path, value, m) for m in is_valid_port_name(str(value))]
+
+
 def is_relaxed_env_var_name(value: str) -> list[str]:
     """The env var name rule since RelaxedEnvironmentVariableValidation (GA in 1.34)."""
     errs = []

@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from apiserver.resources.container_handlers import validate_container_handlers
 from apiserver.validation import (
     TAINT_EFFECTS,
     Cause,
@@ -103,9 +104,10 @@ def validate_pod_spec(spec: dict[str, Any], path: str) -> list[Cause]:
     volumes, errs = validate_volumes(spec.get("volumes") or [], f"{path}.volumes")
     containers = spec.get("containers") or []
     init_containers = spec.get("initContainers") or []
-    errs += validate_containers(containers, volumes, f"{path}.containers")
+    grace = spec.get("terminationGracePeriodSeconds")
+    errs += validate_containers(containers, volumes, f"{path}.containers", grace)
     errs += validate_init_containers(init_containers, containers, volumes,
-                                     f"{path}.initContainers")
+                                     f"{path}.initContainers", grace)
     errs += validate_ephemeral_containers(spec.get("ephemeralContainers") or [], containers,
                                           init_containers, volumes, f"{path}.ephemeralContainers")
     errs += unique_host_ports(containers, f"{path}.containers")
@@ -293,7 +295,7 @@ HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File",
 
 
 def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
-                        path: str) -> list[Cause]:
+                        path: str, grace_period: int | None = None) -> list[Cause]:
     if not containers:
         return [required(path)]
     errs = []
@@ -301,6 +303,8 @@ def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
     for i, container in enumerate(containers):
         here = f"{path}[{i}]"
         errs += validate_container(container, volumes, here)
+        errs += validate_container_handlers(container, here, grace_period=grace_period,
+                                            init=False)
         name = container.get("name") or ""
         if name in names:
             errs.append(duplicate(f"{here}.name", name))
@@ -310,12 +314,15 @@ def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
 
 
 def validate_init_containers(containers: list[dict[str, Any]], others: list[dict[str, Any]],
-                             volumes: set[str], path: str) -> list[Cause]:
+                             volumes: set[str], path: str,
+                             grace_period: int | None = None) -> list[Cause]:
     errs = []
     names = {c.get("name") or "" for c in others}
     for i, container in enumerate(containers):
         here = f"{path}[{i}]"
         errs += validate_container(container, volumes, here)
+        errs += validate_container_handlers(container, here, grace_period=grace_period,
+                                            init=True)
         name = container.get("name") or ""
         if name in names:
             errs.append(duplicate(f"{here}.name", name))

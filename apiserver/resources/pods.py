@@ -17,6 +17,7 @@ from typing import Any
 
 from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
+from apiserver.resources.container_handlers import default_handlers
 from apiserver.resources.pod_admission import default_toleration_seconds, unimplemented_causes
 from apiserver.resources.pod_validation import (
     validate_binding,
@@ -109,6 +110,7 @@ def default_container(container: dict[str, Any], *, host_network: bool) -> None:
         container["imagePullPolicy"] = default_pull_policy(container.get("image") or "")
     container.setdefault("terminationMessagePath", TERMINATION_MESSAGE_PATH)
     container.setdefault("terminationMessagePolicy", "File")
+    default_handlers(container)
     resources = container.setdefault("resources", {})
     limits = resources.get("limits")
     if limits:  # requests default to limits (SetDefaults_Pod)

@@ -37,7 +37,6 @@ from apiserver.validation import (
     is_dns1123_label,
     is_dns1123_subdomain,
     is_qualified_name,
-    is_valid_port_name,
     is_valid_port_num,
     max_len_error,
     not_supported,
@@ -45,6 +44,7 @@ from apiserver.validation import (
     required,
     validate_labels,
     validate_object_meta,
+    validate_port_num_or_name,
 )
 from common import errors
 from common.models import Service
@@ -337,13 +337,6 @@ def validate_non_special_ip(ip: str, path: str) -> list[Cause]:
         return [invalid(path, ip, "may not be in the link-local multicast range "
                                   "(224.0.0.0/24, ff02::/10)")]
     return []
-
-
-def validate_port_num_or_name(value: Any, path: str) -> list[Cause]:
-    """ValidatePortNumOrName: a number 1-65535 or an IANA_SVC_NAME."""
-    if isinstance(value, int):
-        return [invalid(path, value, m) for m in is_valid_port_num(value)]
-    return [invalid(path, value, m) for m in is_valid_port_name(str(value))]
 
 
 def validate_service_port(port: Mapping[str, Any], *, require_name: bool, names: set[str],
