@@ -38,6 +38,7 @@ from tests.support import (
 
 DOCKER_SOCKET = os.environ.get("DOCKER_SOCKET", "/var/run/docker.sock")
 BUSYBOX_IMAGE = "kubelite/busybox:1.35"
+KUBELITE_IMAGE = "kubelite/kubelite:dev"  # python 3.11 and grpcio (hack/build-compose-images.sh)
 PAUSE_IMAGE = "kubelite/pause:3.10"
 # A registry nobody listens on: pulls fail fast, without leaving the machine.
 UNREACHABLE_IMAGE = "127.0.0.1:5999/missing:1"

@@ -1,7 +1,7 @@
 """Probes (issue 14, "Probes and lifecycle"): the threshold rule and kube's defaults as
 tables (after `pkg/kubelet/prober/worker_test.go`), then real kubelets on real Docker:
 readiness drives Ready, a failed liveness probe restarts the container with kube's
-`Unhealthy` and `Killing` events, httpGet and tcpSocket probes against the pod's IP."""
+`Unhealthy` and `Killing` events, httpGet, tcpSocket and grpc probes against the pod's IP."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from kubelet.prober import Probe, ProbeManager, Streak, advance, probe_of
 from kubelet.prober.run import http_outcome, http_url, resolve_port
 from kubelet.runtime import ContainerInfo, PodObservation, PodRef
 from kubelet.status import generate_pod_status
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import (
+    KUBELITE_IMAGE,
+    KubeletProcess,
+    ensure_docker,
+    remove_node_containers,
+)
 from tests.support import ApiServer, eventually, unique
 from tests.test_kubelet import create_pod, get_pod, pod_events, pod_manifest, shell
 
@@ -243,4 +248,51 @@ async def test_a_failing_http_probe_says_why(
     assert all(m == want or m.startswith('Readiness probe failed: Get "http://')
                for m in messages), messages
     assert ready_condition(await get_pod(http, name)) == "False"
+    await http.delete(f"/api/v1/namespaces/default/pods/{name}")
+
+
+# A grpc.health.v1 server (grpcio, in the kubelite image) that answers NOT_SERVING for its
+# first three seconds, then SERVING.
+GRPC_HEALTH_SERVER = """
+import signal, time
+from concurrent import futures
+import grpc
+ready_at = time.monotonic() + 3
+def check(request, context):
+    return b"\\x08\\x01" if time.monotonic() > ready_at else b"\\x08\\x02"
+server = grpc.server(futures.ThreadPoolExecutor(2))
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+    "grpc.health.v1.Health", {"Check": grpc.unary_unary_rpc_method_handler(check)})])
+server.add_insecure_port("0.0.0.0:9090")
+server.start()
+signal.signal(signal.SIGTERM, lambda *_: server.stop(0))
+server.wait_for_termination()
+"""
+
+
+async def test_a_grpc_probe_asks_the_pods_health_service(
+        http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
+    name = unique("grpc")
+    container = {"name": "health", "image": KUBELITE_IMAGE,
+                 "command": ["python", "-c", GRPC_HEALTH_SERVER],
+                 "readinessProbe": {"grpc": {"port": 9090}, "periodSeconds": 1},
+                 "livenessProbe": {"grpc": {"port": 9090}, "periodSeconds": 1,
+                                   "failureThreshold": 30}}
+    pod = await create_pod(http, pod_manifest(name, kubelet.node_name, [container], grace=1))
+    # the apiserver's defaults (kubectl describe dereferences the service)
+    assert pod["spec"]["containers"][0]["readinessProbe"] == {
+        "grpc": {"port": 9090, "service": ""}, "periodSeconds": 1, "timeoutSeconds": 1,
+        "successThreshold": 1, "failureThreshold": 3}
+
+    async def ready() -> dict[str, Any] | None:
+        pod = await get_pod(http, name)
+        return pod if ready_condition(pod) == "True" else None
+    pod = await eventually(ready, timeout=90, what=f"{name} Ready")
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    messages = [e["message"] for e in await pod_events(http, pod) if e["reason"] == "Unhealthy"]
+    # before the server listens, the connection times out; then it answers NOT_SERVING
+    assert 'Readiness probe failed: service unhealthy (responded with "NOT_SERVING")' \
+        in messages, messages
+    assert all(m.endswith('(responded with "NOT_SERVING")') or
+               "timeout: failed to connect service" in m for m in messages), messages
     await http.delete(f"/api/v1/namespaces/default/pods/{name}")

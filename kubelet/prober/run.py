@@ -1,6 +1,6 @@
-"""Running one probe: exec in the container, an HTTP GET or a TCP connection to the pod
-(after kubelet's `pkg/kubelet/prober/prober.go` and `pkg/probe/*`). Each returns
-(success, output) with kube's wording for failures."""
+"""Running one probe: exec in the container, an HTTP GET, a TCP connection or a gRPC
+health check to the pod (after kubelet's `pkg/kubelet/prober/prober.go` and
+`pkg/probe/*`). Each returns (success, output) with kube's wording for failures."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from kubelet.prober import grpc_health
 from kubelet.prober.probes import Probe
 from kubelet.runtime import RuntimeFailure
 
@@ -89,6 +90,10 @@ async def run_probe(probe: Probe, *, container: Mapping[str, Any], container_id:
             with contextlib.suppress(OSError):
                 await writer.wait_closed()
             return True, ""
+        if "grpc" in handler:
+            grpc = handler["grpc"] or {}
+            return await grpc_health.check(pod_ip, int(grpc.get("port") or 0),
+                                           str(grpc.get("service") or ""), timeout)
     except ValueError as e:
         return False, str(e)
-    return False, "probe handler not supported by kubelite (grpc)"
+    return False, "probe has no handler"
