@@ -40,10 +40,12 @@ from apiserver import (
     warning,
 )
 from apiserver.auth import Authorizer, UserInfo, request_user
-from apiserver.auth.admission import write_checks
+from apiserver.auth.admission import Write, node_token_restriction, write_checks
+from apiserver.auth.admission import forbidden as admission_forbidden
 from apiserver.auth.authn import AuthenticationFailed, with_authenticated
 from apiserver.auth.bootstrap import reconcile as reconcile_bootstrap_policy
 from apiserver.auth.modes import build_authorizer
+from apiserver.auth.node import node_identity
 from apiserver.auth.serviceaccount import InvalidToken, ServiceAccountTokens
 from apiserver.compactor import DEFAULT_INTERVAL as DEFAULT_COMPACTION_INTERVAL
 from apiserver.compactor import Compactor
@@ -585,6 +587,19 @@ class ApiServer:
         async def get_pod(name: str) -> dict[str, Any]:
             return await self.registry.get(PODS, namespace, name)
 
+        user = request_user(request.scope)
+        node, is_node = node_identity(user)
+        if is_node:  # NodeRestriction: only tokens bound to a pod of its own
+            write = Write(user, "CREATE", "", "serviceaccounts", "token", namespace,
+                          target.name, token_request_body, None)
+            if not node:
+                raise admission_forbidden(write, f"could not determine node from user "
+                                                 f"{user.name!r}")
+            ref = (token_request_body.get("spec") or {}).get("boundObjectRef") or {}
+            pod = await get_pod(str(ref["name"])) if ref.get("name") else {}
+            why = node_token_restriction(node, token_request_body, pod)
+            if why is not None:
+                raise admission_forbidden(write, why)
         answer = await token_request(self.service_accounts, sa, token_request_body, get_pod,
                                      int(time.time()))
         log.info("issued a token for serviceaccount %s/%s", namespace, target.name)

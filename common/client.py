@@ -251,6 +251,12 @@ class ApiClient:
         return await self._request("POST", self.path(resource, namespace=namespace),
                                    body=obj)
 
+    async def create_subresource(self, resource: str, name: str, subresource: str, obj: dict,
+                                 *, namespace: str | None = None) -> dict:
+        """POST to an object's subresource (serviceaccounts/NAME/token, pods/NAME/eviction)."""
+        path = self.path(resource, namespace=namespace, name=name, subresource=subresource)
+        return await self._request("POST", path, body=obj)
+
     async def update(self, resource: str, obj: dict, *, namespace: str | None = None,
                      subresource: str | None = None) -> dict:
         namespace = namespace if namespace is not None else _namespace_of(obj)

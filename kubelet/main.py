@@ -91,6 +91,7 @@ from kubelet.runtime import ContainerSummary
 from kubelet.server import make_app
 from kubelet.status_manager import StatusManager
 from kubelet.sync import KubeletConfig
+from kubelet.token_manager import TokenManager
 from kubelet.volumes import VolumeManager
 
 log = logging.getLogger("kubelet")
@@ -405,8 +406,10 @@ async def run(args: argparse.Namespace) -> None:
     status = StatusManager(api)
     services = ServiceLister(api)
     objects = ObjectManager(api, services=services)
+    tokens = TokenManager(lambda namespace, name, request: api.create_subresource(
+        "serviceaccounts", name, "token", request, namespace=namespace))
     volumes = VolumeManager(os.path.join(args.root_dir, "pods"), objects, node_name=node_name,
-                            allocatable=node_allocatable)
+                            allocatable=node_allocatable, tokens=tokens)
     workers = PodWorkers(runtime=runtime, api=api, recorder=recorder, status=status,
                          config=KubeletConfig(node_name=node_name, node_ip=args.node_ip,
                                               resync_seconds=args.resync_seconds,

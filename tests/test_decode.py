@@ -235,8 +235,8 @@ def pod_spec(**spec: Any) -> dict[str, Any]:
     ({"volumes": [{"name": "m", "emptyDir": {"medium": "HugePages"}}]},
      "spec.volumes[0].emptyDir.medium"),
     ({"volumes": [{"name": "t", "projected": {"sources": [
-        {"serviceAccountToken": {"path": "token"}}]}}]},
-     "spec.volumes[0].projected.sources[0].serviceAccountToken"),
+        {"clusterTrustBundle": {"signerName": "example.com/s", "path": "ca.crt"}}]}}]},
+     "spec.volumes[0].projected.sources[0].clusterTrustBundle"),
     ({"containers": [{"name": "c", "image": "b", "volumeMounts": [
         {"name": "v", "mountPath": "/v", "mountPropagation": "Bidirectional"}]}]},
      "spec.containers[0].volumeMounts[0].mountPropagation"),

@@ -253,6 +253,22 @@ def _admit_lease(node: str, write: Write) -> str | None:
     return None
 
 
+def node_token_restriction(node: str, request: Object, pod: Object) -> str | None:
+    """admitServiceAccount: a node's TokenRequest must be bound to a pod (by name and uid)
+    scheduled on that node; why not, or None. The caller has read the named pod."""
+    ref = (request.get("spec") or {}).get("boundObjectRef") or {}
+    if ref.get("apiVersion") != "v1" or ref.get("kind") != "Pod" or not ref.get("name"):
+        return "node requested token not bound to a pod"
+    if not ref.get("uid"):
+        return "node requested token with a pod binding without a uid"
+    if ref["uid"] != (pod.get("metadata") or {}).get("uid"):
+        return (f"the UID in the bound object reference ({ref['uid']}) does not match the UID "
+                "in record. The object might have been deleted and then recreated")
+    if _node_name_of(pod) != node:
+        return "node requested token bound to a pod scheduled on a different node"
+    return None
+
+
 async def node_restriction_check(write: Write) -> None:
     why = node_restriction(write)
     if why is not None:

@@ -127,7 +127,7 @@ def default_toleration_seconds(pod: dict[str, Any]) -> None:
 
 SUPPORTED_VOLUMES = frozenset({"emptyDir", "hostPath", "configMap", "secret", "downwardAPI",
                                "projected"})
-SUPPORTED_PROJECTIONS = frozenset({"configMap", "secret", "downwardAPI"})
+SUPPORTED_PROJECTIONS = frozenset({"configMap", "secret", "downwardAPI", "serviceAccountToken"})
 
 
 def _volume(volume: Mapping[str, Any], path: str) -> Iterator[tuple[str, str]]:

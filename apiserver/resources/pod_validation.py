@@ -287,9 +287,33 @@ def validate_volume_source(volume: dict[str, Any], path: str) -> list[Cause]:
             if isinstance(source.get("downwardAPI"), dict):
                 errs += validate_items(source["downwardAPI"].get("items"),
                                        f"{here}.downwardAPI.items", keyed=False)
+            if isinstance(source.get("serviceAccountToken"), dict):
+                errs += validate_token_projection(source["serviceAccountToken"],
+                                                  f"{here}.serviceAccountToken",
+                                                  f"{path}.projected")
     return errs
 
 
+def validate_token_projection(token: dict[str, Any], path: str, projected: str) -> list[Cause]:
+    """validateProjectionSources' serviceAccountToken (whose path errors kube reports at
+    the projected volume's `path`, as here)."""
+    errs = []
+    seconds = token.get("expirationSeconds")
+    if isinstance(seconds, int) and seconds < TOKEN_MIN_EXPIRATION:
+        errs.append(invalid(f"{path}.expirationSeconds", seconds,
+                            "may not specify a duration less than 10 minutes"))
+    if isinstance(seconds, int) and seconds > TOKEN_MAX_EXPIRATION:
+        errs.append(invalid(f"{path}.expirationSeconds", seconds,
+                            "may not specify a duration larger than 2^32 seconds"))
+    if not token.get("path"):
+        errs.append(required(f"{projected}.path"))
+    else:
+        errs += validate_local_path(token["path"], f"{projected}.path")
+    return errs
+
+
+TOKEN_MIN_EXPIRATION = 600
+TOKEN_MAX_EXPIRATION = 1 << 32
 HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
                    "CharDevice", "BlockDevice")
 

@@ -20,6 +20,7 @@ from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
 from apiserver.resources.container_handlers import default_handlers
 from apiserver.resources.pod_admission import default_toleration_seconds, unimplemented_causes
 from apiserver.resources.pod_validation import (
+    MIRROR_POD_ANNOTATION,
     validate_binding,
     validate_ephemeral_containers_update,
     validate_pod,
@@ -58,6 +59,7 @@ _REFERENCE = re.compile(
 
 
 # The priority classes every cluster has (scheduling.SystemPriorityClasses).
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000,
                            "system-cluster-critical": 2000000000}
 
@@ -70,10 +72,24 @@ def admit_create(pod: dict[str, Any]) -> None:
     was accepted, to the microsecond (creationTimestamp has whole seconds), where
     `kubectl timeline` starts the pod's diagram."""
     default_toleration_seconds(pod)
+    default_service_account(pod)
     metadata = pod.setdefault("metadata", {})
     if timeline.RECORDING:
         metadata["annotations"] = {**(metadata.get("annotations") or {}),
                                    timeline.CREATED: micro_time()}
+
+
+def default_service_account(pod: dict[str, Any]) -> None:
+    """The ServiceAccount admission plugin's default: a pod runs as `default` (the
+    deprecated `serviceAccount` field names it too, as v1 objects show it); mirror pods
+    are left alone."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    if MIRROR_POD_ANNOTATION in annotations:
+        return
+    spec = pod.setdefault("spec", {})
+    name = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+    spec["serviceAccountName"] = name
+    spec["serviceAccount"] = name
 
 
 def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -81,6 +97,7 @@ def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:
     for key in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(key) or []:
             default_container(container, host_network=bool(spec.get("hostNetwork")))
+    default_volumes(spec.get("volumes") or [])
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS)
     spec.setdefault("dnsPolicy", "ClusterFirst")
@@ -103,6 +120,17 @@ def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:
     status = pod.setdefault("status", {})
     status.setdefault("phase", "Pending")
     status.setdefault("qosClass", pod_qos_class(spec))
+
+
+def default_volumes(volumes: list[dict[str, Any]]) -> None:
+    """SetDefaults_ServiceAccountTokenProjection: a projected token lives an hour."""
+    for volume in volumes:
+        projected = volume.get("projected") if isinstance(volume, dict) else None
+        sources = projected.get("sources") if isinstance(projected, dict) else None
+        for source in sources if isinstance(sources, list) else []:
+            token = source.get("serviceAccountToken") if isinstance(source, dict) else None
+            if isinstance(token, dict) and token.get("expirationSeconds") is None:
+                token["expirationSeconds"] = DEFAULT_TOKEN_EXPIRATION_SECONDS
 
 
 def default_container(container: dict[str, Any], *, host_network: bool) -> None:

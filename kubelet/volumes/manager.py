@@ -9,7 +9,8 @@ Layout, as kube's: `ROOT/pods/UID/volumes/kubernetes.io~PLUGIN/NAME`.
   FileOrCreate, File, Socket, CharDevice, BlockDevice; "" checks nothing). Whether a pod
   may have one is Pod Security admission's question;
 - configMap, secret, downwardAPI, projected: written by the atomic writer, mounted
-  read-only (kube's ReadOnlyAPIDataVolumes).
+  read-only (kube's ReadOnlyAPIDataVolumes); a projected serviceAccountToken's token
+  comes from the token manager (`kubelet.token_manager`), refreshed at a sync when due.
 `container_mounts` turns a container's volumeMounts into Docker bind mounts: `subPath`
 (or `subPathExpr`, expanded with the container's variables) resolved inside the volume,
 symlinks followed and checked not to leave it (`kubelet.volumes.paths`). Every other
@@ -35,9 +36,13 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
+import httpx
+
+from common.errors import ApiError
 from common.quantity import QuantityError, parse_quantity
 from kubelet.env import CONFIGMAP, SECRET, PodContext, expand
 from kubelet.objects import ObjectError, ObjectManager
+from kubelet.token_manager import TokenKey, TokenManager
 from kubelet.volumes import atomic_writer
 from kubelet.volumes.paths import UnsafePath, check_relative, resolve_inside
 from kubelet.volumes.payload import PayloadError, volume_payload
@@ -49,6 +54,7 @@ PLUGINS = {"emptyDir": "empty-dir", "hostPath": "host-path", "configMap": "confi
 SUPPORTED_VOLUME_TYPES = frozenset(PLUGINS)
 API_DATA = frozenset({"configMap", "secret", "downwardAPI", "projected"})
 NODE_FILE = ".node"
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600  # the apiserver's default of expirationSeconds
 _UID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
@@ -132,9 +138,11 @@ class VolumeManager:
     """The volumes of one kubelet's pods under `pods_dir`."""
 
     def __init__(self, pods_dir: str, objects: ObjectManager | None, *, node_name: str,
-                 allocatable: Mapping[str, Decimal] | None = None) -> None:
+                 allocatable: Mapping[str, Decimal] | None = None,
+                 tokens: TokenManager | None = None) -> None:
         self.pods_dir = pods_dir
         self.objects = objects
+        self.tokens = tokens
         self.node_name = node_name
         self.allocatable = dict(allocatable or {})
 
@@ -197,7 +205,8 @@ class VolumeManager:
             await asyncio.to_thread(self._empty_dir, target, memory, source.get("sizeLimit"))
             return target
         configmaps, secrets = await self._objects_of(pod, volume)
-        payload = volume_payload(pod, volume, context, configmaps, secrets)
+        tokens = await self._tokens_of(pod, volume)
+        payload = volume_payload(pod, volume, context, configmaps, secrets, tokens)
         if await asyncio.to_thread(atomic_writer.write, target, payload):
             log.info("%s/%s: volume %s written (%d files)", pod["metadata"].get("namespace"),
                      pod["metadata"].get("name"), volume.get("name"), len(payload))
@@ -225,6 +234,33 @@ class VolumeManager:
             (configmaps if kind == CONFIGMAP else secrets)[name] = found
         return configmaps, secrets
 
+    async def _tokens_of(self, pod: Mapping[str, Any], volume: Mapping[str, Any],
+                         ) -> dict[int, str]:
+        """The token of each serviceAccountToken source of a projected volume, bound to
+        the pod and requested as the pod's ServiceAccount."""
+        meta = pod.get("metadata") or {}
+        tokens: dict[int, str] = {}
+        for i, source in enumerate((volume.get("projected") or {}).get("sources") or []):
+            projection = source.get("serviceAccountToken")
+            if not isinstance(projection, Mapping):
+                continue
+            if self.tokens is None:
+                raise PayloadError("failed to fetch token: no API to request it from")
+            audience = str(projection.get("audience") or "")
+            key = TokenKey(
+                namespace=str(meta.get("namespace") or ""),
+                service_account=str((pod.get("spec") or {}).get("serviceAccountName")
+                                    or "default"),
+                audiences=(audience,) if audience else (),
+                expiration_seconds=int(projection.get("expirationSeconds")
+                                       or DEFAULT_TOKEN_EXPIRATION_SECONDS),
+                pod_name=str(meta.get("name") or ""), pod_uid=str(meta.get("uid") or ""))
+            try:
+                tokens[i] = await self.tokens.get(key)
+            except (ApiError, ValueError, OSError, httpx.HTTPError) as e:
+                raise PayloadError(f"failed to fetch token: {e}") from e
+        return tokens
+
     @staticmethod
     def _empty_dir(target: str, memory: bool, size_limit: Any) -> None:
         os.makedirs(target, exist_ok=True)
@@ -238,6 +274,8 @@ class VolumeManager:
     # --- teardown ------------------------------------------------------------------------
     async def teardown(self, uid: str) -> None:
         """Remove the pod's directory (its volumes unmounted first; hostPaths untouched)."""
+        if self.tokens is not None:
+            self.tokens.forget_pod(uid)
         await asyncio.to_thread(self._remove_pod_dir, self.pod_dir(uid))
 
     def _remove_pod_dir(self, directory: str) -> None:

@@ -7,7 +7,8 @@ path to bytes and mode, for the atomic writer. Pure functions.
   `optional`, and so is an item whose key is missing;
 - downwardAPI: fieldRef (metadata.name, namespace, uid, labels, annotations, one label or
   annotation) and resourceFieldRef (of a named container);
-- projected: the sources' files together, with the volume's `defaultMode`.
+- projected: the sources' files together, with the volume's `defaultMode`; a
+  serviceAccountToken source is the token the kubelet's token manager got for it.
 Modes: the item's `mode`, else the volume's `defaultMode`, else 0644.
 """
 
@@ -122,8 +123,10 @@ def downward_payload(pod: Mapping[str, Any], source: Mapping[str, Any], context:
 
 
 def volume_payload(pod: Mapping[str, Any], volume: Mapping[str, Any], context: PodContext,
-                   configmaps: Objects, secrets: Objects) -> dict[str, FileProjection]:
-    """The files of one configMap / secret / downwardAPI / projected volume."""
+                   configmaps: Objects, secrets: Objects,
+                   tokens: Mapping[int, str] | None = None) -> dict[str, FileProjection]:
+    """The files of one configMap / secret / downwardAPI / projected volume (`tokens`: the
+    token of each serviceAccountToken source, by its index)."""
     for kind, key, objects in ((CONFIGMAP, "configMap", configmaps),
                                (SECRET, "secret", secrets)):
         source = volume.get(key)
@@ -138,7 +141,7 @@ def volume_payload(pod: Mapping[str, Any], volume: Mapping[str, Any], context: P
     projected = volume.get("projected") or {}
     default_mode = _mode(projected.get("defaultMode"), DEFAULT_MODE)
     payload: dict[str, FileProjection] = {}
-    for source in projected.get("sources") or []:
+    for i, source in enumerate(projected.get("sources") or []):
         if source.get("configMap"):
             ref = source["configMap"]
             payload.update(keyed_payload(CONFIGMAP, ref, configmaps.get(str(ref.get("name"))),
@@ -149,6 +152,12 @@ def volume_payload(pod: Mapping[str, Any], volume: Mapping[str, Any], context: P
                                          default_mode))
         elif source.get("downwardAPI"):
             payload.update(downward_payload(pod, source["downwardAPI"], context, default_mode))
+        elif source.get("serviceAccountToken"):
+            token = (tokens or {}).get(i)
+            if token is None:
+                raise PayloadError("failed to fetch token: no token for this source")
+            path = str(source["serviceAccountToken"].get("path") or "")
+            payload[path] = FileProjection(token.encode(), default_mode)
         else:
             raise PayloadError(f"unsupported projected source {sorted(source)}")
     return payload
