@@ -146,7 +146,13 @@ async def test_kill_9_mid_scale_up_ends_with_exactly_the_desired_pods(
         await asyncio.sleep(3)  # nothing more comes
         await count_is(api, name, 20)
         assert seen <= 20
-        status = (await api.get(f"{RS_PATH}/{name}")).json()["status"]
-        assert status["replicas"] == 20
+
+        # the status is cm-b's to write once it holds the lease (cm-a may have created
+        # every pod and died before writing it)
+        async def status_counts_them() -> bool:
+            status = (await api.get(f"{RS_PATH}/{name}")).json()["status"]
+            return status.get("replicas") == 20
+        await eventually(status_counts_them, timeout=60, what="status.replicas 20")
+        await count_is(api, name, 20)
     finally:
         cm.stop()
