@@ -14,7 +14,10 @@ Indexed` gives each pod an index 0..completions-1 (annotation and label
 `JOB_COMPLETION_INDEX` through the downward API), creates the lowest missing indexes first
 and completes when every index succeeded (`status.completedIndexes`). Events:
 `SuccessfulCreate`, `SuccessfulDelete`, `Completed`, `BackoffLimitExceeded`,
-`DeadlineExceeded`. Under `restartPolicy: OnFailure` the kubelet restarts a failed
+`DeadlineExceeded`. `suspend: true` keeps no pod active (the running ones are deleted)
+and sets the `Suspended` condition (`JobSuspended`, event `Suspended`); resuming sets it
+False (`JobResumed`, event `Resumed`) and restarts the clock of `activeDeadlineSeconds`
+(`startTime` is set when the Job first runs unsuspended, and reset on resume). Under `restartPolicy: OnFailure` the kubelet restarts a failed
 container in place, so the container restarts of the Job's pending and running pods count
 as retries too: the Job fails once they reach `backoffLimit` (kube's
 pastBackoffLimitOnFailure). `ttlSecondsAfterFinished` is the TTL-after-finished controller's
@@ -22,7 +25,7 @@ pastBackoffLimitOnFailure). `ttlSecondsAfterFinished` is the TTL-after-finished 
 
 Not done: the job-tracking finalizer on pods (counts come from the pods that exist, so a
 pod deleted by hand before it was counted is not counted), podFailurePolicy, successPolicy,
-backoffLimitPerIndex, suspend.
+backoffLimitPerIndex.
 """
 
 from __future__ import annotations
@@ -137,7 +140,31 @@ def outcome(job: Mapping[str, Any], succeeded: int, failed: int, active: int,
     return None
 
 
+def is_suspended(job: Mapping[str, Any]) -> bool:
+    return (job.get("spec") or {}).get("suspend") is True
+
+
+def suspension(conditions: Sequence[Mapping[str, Any]], suspended: bool, stamp: str,
+               ) -> tuple[list[Object], tuple[str, str] | None]:
+    """ensureJobConditionStatus for `Suspended`: the conditions, and the event (reason,
+    message) when the Job was just suspended or resumed. A Job never suspended gets no
+    condition at all."""
+    status, reason, message = (("True", "JobSuspended", "Job suspended") if suspended
+                               else ("False", "JobResumed", "Job resumed"))
+    found = next((c for c in conditions if c.get("type") == "Suspended"), None)
+    if found is None and not suspended or found is not None and found.get("status") == status:
+        return [dict(c) for c in conditions], None
+    updated = {"type": "Suspended", "status": status, "reason": reason, "message": message,
+               "lastProbeTime": stamp, "lastTransitionTime": stamp}
+    if found is None:
+        return [*map(dict, conditions), updated], ("Suspended", message)
+    return ([updated if c is found else dict(c) for c in conditions],
+            ("Suspended" if suspended else "Resumed", message))
+
+
 def wanted_active(job: Mapping[str, Any], succeeded: int) -> int:
+    if is_suspended(job):
+        return 0
     completions = completions_of(job)
     parallelism = parallelism_of(job)
     if completions is None:
@@ -248,7 +275,7 @@ def deadline_left(job: Mapping[str, Any], now: datetime) -> float | None:
     """Seconds until activeDeadlineSeconds passes (None without one)."""
     deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
     started = parse_time((job.get("status") or {}).get("startTime"))
-    if deadline is None or started is None:
+    if deadline is None or started is None or is_suspended(job):
         return None
     return int(deadline) - (now - started).total_seconds()
 
@@ -320,7 +347,15 @@ class JobController(QueueController):
             succeeded = len(completed)
         now = datetime.now(UTC)
         status = dict(job.get("status") or {})
-        status.setdefault("startTime", rfc3339(now))
+        suspended = is_suspended(job)
+        if not suspended:
+            status.setdefault("startTime", rfc3339(now))
+        conditions, suspend_event = suspension(status.get("conditions") or [], suspended,
+                                               rfc3339(now))
+        if suspend_event is not None:
+            status["conditions"] = conditions
+            if not suspended:
+                status["startTime"] = rfc3339(now)  # the deadline counts from the resume
         if completed is not None:
             status["completedIndexes"] = format_indexes(completed)
         done = outcome({**job, "status": status}, succeeded, failed, len(active), now,
@@ -343,6 +378,10 @@ class JobController(QueueController):
             else:
                 await self.recorder.event(job, "Warning", reason, message)
             return
+        if suspend_event is not None:
+            reason, message = suspend_event
+            log.info("job %s: %s", key, message.lower())
+            await self.recorder.event(job, "Normal", reason, message)
         left = deadline_left({**job, "status": status}, now)
         if left is not None:
             self.queue.add_after(key, left)

@@ -192,6 +192,57 @@ async def test_container_restarts_under_on_failure_count_against_the_backoff_lim
     await eventually(pod_gone, timeout=60, what="the failed job's pod to be deleted")
 
 
+async def test_a_suspended_job_runs_nothing_until_resumed_and_suspending_deletes_its_pods(
+        cluster: Cluster) -> None:
+    """spec.suspend (kube's Job suspension): a Job created suspended creates no pod and
+    says so (condition Suspended, event Suspended); resumed, it starts its pod (JobResumed,
+    event Resumed, startTime set); suspended again, its running pod is deleted."""
+    kubectl = cluster.kubectl
+    name = unique("suspended")
+    kubectl.run("apply", "-f", "-", stdin=job_manifest(name, "sleep 300", suspend=True))
+    kubectl("wait", "--for=condition=suspended", f"job/{name}", "--timeout=60s")
+    job = json.loads(kubectl("get", "job", name, "-o", "json"))
+    condition = next(c for c in job["status"]["conditions"] if c["type"] == "Suspended")
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "True", "JobSuspended", "Job suspended")
+    assert "startTime" not in job["status"]
+    selector = f"batch.kubernetes.io/job-name={name}"
+    assert kubectl("get", "pods", "-l", selector, "-o", "name").strip() == ""
+    assert kubectl("get", "job", name, "--no-headers").split()[1] == "Suspended"
+
+    kubectl("patch", "job", name, "--type=merge", "-p", '{"spec":{"suspend":false}}')
+
+    async def running_pod() -> str | None:
+        pods = kubectl("get", "pods", "-l", selector, "-o",
+                       "jsonpath={range .items[*]}{.status.phase}{end}")
+        return pods if pods == "Running" else None
+    await eventually(running_pod, timeout=90, what="the resumed job's pod to run")
+    job = json.loads(kubectl("get", "job", name, "-o", "json"))
+    condition = next(c for c in job["status"]["conditions"] if c["type"] == "Suspended")
+    assert (condition["status"], condition["reason"], condition["message"]) == (
+        "False", "JobResumed", "Job resumed")
+    assert job["status"]["startTime"]
+
+    kubectl("patch", "job", name, "--type=merge", "-p", '{"spec":{"suspend":true}}')
+    kubectl("wait", "--for=condition=suspended", f"job/{name}", "--timeout=60s")
+
+    async def no_pods() -> bool:
+        return kubectl("get", "pods", "-l", selector, "-o", "name").strip() == ""
+    await eventually(no_pods, timeout=60, what="the suspended job's pod to be deleted")
+    events = json.loads(kubectl("get", "events", "--field-selector",
+                                f"involvedObject.name={name}", "-o", "json"))["items"]
+    said = {(e["reason"], e["message"]): e["count"] for e in events}
+    assert said[("Suspended", "Job suspended")] == 2 and said[("Resumed", "Job resumed")] == 1, \
+        said
+    assert ("SuccessfulDelete", f"Deleted pod: {job_pod(events)}") in said
+    kubectl("delete", "job", name, "--wait=false")
+
+
+def job_pod(events: list[dict[str, object]]) -> str:
+    created = next(e for e in events if e["reason"] == "SuccessfulCreate")
+    return str(created["message"]).removeprefix("Created pod: ")
+
+
 async def test_a_job_past_its_active_deadline_fails_and_its_pods_go(cluster: Cluster) -> None:
     kubectl = cluster.kubectl
     name = unique("deadline")

@@ -198,3 +198,38 @@ def test_a_finished_job_expires_its_ttl_after_it_finished() -> None:
     assert expires_at({**done, "spec": {}}) is None  # no TTL: kept
     deleting = {**done, "metadata": {**done["metadata"], "deletionTimestamp": "t"}}
     assert expires_at(deleting) is None
+
+
+STAMP = "2026-12-04T10:00:00Z"
+
+
+def test_suspending_and_resuming_set_the_suspended_condition_once() -> None:
+    from controller_manager.job import suspension
+    # never suspended: no condition, nothing to say
+    assert suspension([], False, STAMP) == ([], None)
+    suspended, event = suspension([], True, STAMP)
+    assert suspended == [{"type": "Suspended", "status": "True", "reason": "JobSuspended",
+                          "message": "Job suspended", "lastProbeTime": STAMP,
+                          "lastTransitionTime": STAMP}]
+    assert event == ("Suspended", "Job suspended")
+    assert suspension(suspended, True, "later") == (suspended, None)  # already so
+    resumed, event = suspension(suspended, False, "later")
+    assert [(c["status"], c["reason"], c["lastTransitionTime"]) for c in resumed] == [
+        ("False", "JobResumed", "later")]
+    assert event == ("Resumed", "Job resumed")
+    again, event = suspension(resumed, True, "again")
+    assert [(c["status"], c["reason"]) for c in again] == [("True", "JobSuspended")]
+    assert event == ("Suspended", "Job suspended")
+
+
+def test_a_suspended_job_wants_no_pod_and_has_no_deadline() -> None:
+    from datetime import UTC, datetime
+
+    from controller_manager.job import deadline_left, wanted_active
+    job = {"spec": {"suspend": True, "parallelism": 3, "completions": 5,
+                    "activeDeadlineSeconds": 10},
+           "status": {"startTime": "2026-12-04T09:00:00Z"}}
+    now = datetime(2026, 12, 4, 10, tzinfo=UTC)
+    assert wanted_active(job, 0) == 0 and deadline_left(job, now) is None
+    job["spec"]["suspend"] = False
+    assert wanted_active(job, 0) == 3 and deadline_left(job, now) == 10 - 3600
