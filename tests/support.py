@@ -389,7 +389,10 @@ class ApiServer:
 
     def start(self) -> ApiServer:
         self.process.start()
-        wait_http_ok(f"{self.url}/readyz", process=self.process, verify=self.ssl_context())
+        # generous: an apiserver with several workers imports once per worker, and a CI
+        # machine shared at a load average of 20 took more than 30 s for two
+        wait_http_ok(f"{self.url}/readyz", process=self.process, verify=self.ssl_context(),
+                     timeout=90)
         _started[self.url] = self
         return self
 
