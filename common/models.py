@@ -22,6 +22,8 @@ from common.quantity import quantity_string
 
 Int32 = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
 Int64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+# intstr.IntOrString: a JSON number or string (maxSurge: 1 or "25%", a probe's port).
+IntOrString = Int32 | str
 # resource.Quantity: a JSON string or number, kept as its string form.
 Quantity = Annotated[str, BeforeValidator(quantity_string)]
 ResourceList = dict[str, Quantity]
@@ -216,6 +218,63 @@ class VolumeMount(KubeModel):
     sub_path_expr: str | None = None
 
 
+class ExecAction(KubeModel):
+    command: list[str] | None = None
+
+
+class HTTPHeader(KubeModel):
+    name: str | None = None
+    value: str | None = None
+
+
+class HTTPGetAction(KubeModel):
+    path: str | None = None
+    port: IntOrString | None = None
+    host: str | None = None
+    scheme: str | None = None
+    http_headers: list[HTTPHeader] | None = None
+
+
+class TCPSocketAction(KubeModel):
+    port: IntOrString | None = None
+    host: str | None = None
+
+
+class GRPCAction(KubeModel):
+    port: Int32 | None = None
+    service: str | None = None
+
+
+class SleepAction(KubeModel):
+    seconds: Int64 | None = None
+
+
+class Probe(KubeModel):
+    exec: ExecAction | None = None
+    http_get: HTTPGetAction | None = None
+    tcp_socket: TCPSocketAction | None = None
+    grpc: GRPCAction | None = None
+    initial_delay_seconds: Int32 | None = None
+    timeout_seconds: Int32 | None = None
+    period_seconds: Int32 | None = None
+    success_threshold: Int32 | None = None
+    failure_threshold: Int32 | None = None
+    termination_grace_period_seconds: Int64 | None = None
+
+
+class LifecycleHandler(KubeModel):
+    exec: ExecAction | None = None
+    http_get: HTTPGetAction | None = None
+    tcp_socket: TCPSocketAction | None = None
+    sleep: SleepAction | None = None
+
+
+class Lifecycle(KubeModel):
+    post_start: LifecycleHandler | None = None
+    pre_stop: LifecycleHandler | None = None
+    stop_signal: str | None = None
+
+
 class Container(KubeModel):
     name: str | None = None
     image: str | None = None
@@ -230,10 +289,10 @@ class Container(KubeModel):
     restart_policy: str | None = None
     volume_mounts: list[VolumeMount] | None = None
     volume_devices: list[Opaque] | None = None
-    liveness_probe: Opaque | None = None
-    readiness_probe: Opaque | None = None
-    startup_probe: Opaque | None = None
-    lifecycle: Opaque | None = None
+    liveness_probe: Probe | None = None
+    readiness_probe: Probe | None = None
+    startup_probe: Probe | None = None
+    lifecycle: Lifecycle | None = None
     termination_message_path: str | None = None
     termination_message_policy: str | None = None
     image_pull_policy: str | None = None
@@ -746,10 +805,6 @@ class TokenReview(KubeModel):
 
 
 # --- apps/v1, batch/v1, autoscaling/v1 (workloads) ---------------------------------------------
-
-# intstr.IntOrString: a JSON number or string (maxSurge: 1 or "25%").
-IntOrString = Int32 | str
-
 
 class PodTemplateSpec(KubeModel):
     metadata: ObjectMeta | None = None

@@ -95,6 +95,21 @@ def test_canonical_quantity(text: str, canonical: str) -> None:
     ({"spec": {"containers": [5]}},
      "json: cannot unmarshal number into Go struct field PodSpec.spec.containers "
      "of type v1.Container"),
+    ({"spec": {"containers": [{"readinessProbe": {"grpc": {"port": "abc"}}}]}},
+     "json: cannot unmarshal string into Go struct field "
+     "GRPCAction.spec.containers.readinessProbe.grpc.port of type int32"),
+    ({"spec": {"containers": [{"livenessProbe": {"periodSeconds": "10"}}]}},
+     "json: cannot unmarshal string into Go struct field "
+     "Probe.spec.containers.livenessProbe.periodSeconds of type int32"),
+    ({"spec": {"containers": [{"startupProbe": {"exec": {"command": "ls"}}}]}},
+     "json: cannot unmarshal string into Go struct field "
+     "ExecAction.spec.containers.startupProbe.exec.command of type []string"),
+    ({"spec": {"containers": [{"readinessProbe": {"httpGet": {"httpHeaders": [{"name": 5}]}}}]}},
+     "json: cannot unmarshal number into Go struct field "
+     "HTTPHeader.spec.containers.readinessProbe.httpGet.httpHeaders.name of type string"),
+    ({"spec": {"containers": [{"lifecycle": {"preStop": {"sleep": {"seconds": True}}}}]}},
+     "json: cannot unmarshal bool into Go struct field "
+     "SleepAction.spec.containers.lifecycle.preStop.sleep.seconds of type int64"),
     ({"spec": {"containers": [{"resources": {"limits": {"cpu": "abc"}}}]}},
      "quantities must match the regular expression "
      "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
