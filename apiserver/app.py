@@ -584,8 +584,12 @@ class ApiServer:
         namespace = target.namespace
         sa = await self.registry.get(SERVICE_ACCOUNTS, namespace, target.name)
 
-        async def get_pod(name: str) -> dict[str, Any]:
-            return await self.registry.get(PODS, namespace, name)
+        pods: dict[str, dict[str, Any]] = {}
+
+        async def get_pod(name: str) -> dict[str, Any]:  # read once: by the check and the mint
+            if name not in pods:
+                pods[name] = await self.registry.get(PODS, namespace, name)
+            return pods[name]
 
         user = request_user(request.scope)
         node, is_node = node_identity(user)

@@ -17,11 +17,11 @@ and completes when every index succeeded (`status.completedIndexes`). Events:
 `DeadlineExceeded`. `suspend: true` keeps no pod active (the running ones are deleted)
 and sets the `Suspended` condition (`JobSuspended`, event `Suspended`); resuming sets it
 False (`JobResumed`, event `Resumed`) and restarts the clock of `activeDeadlineSeconds`
-(`startTime` is set when the Job first runs unsuspended, and reset on resume). Under `restartPolicy: OnFailure` the kubelet restarts a failed
-container in place, so the container restarts of the Job's pending and running pods count
-as retries too: the Job fails once they reach `backoffLimit` (kube's
-pastBackoffLimitOnFailure). `ttlSecondsAfterFinished` is the TTL-after-finished controller's
-(`ttlafterfinished`).
+(`startTime` is set when the Job first runs unsuspended, and reset on resume). Under
+`restartPolicy: OnFailure` the kubelet restarts a failed container in place, so the
+container restarts of the Job's pending and running pods count as retries too: the Job
+fails once they reach `backoffLimit` (kube's pastBackoffLimitOnFailure).
+`ttlSecondsAfterFinished` is the TTL-after-finished controller's (`ttlafterfinished`).
 
 Not done: the job-tracking finalizer on pods (counts come from the pods that exist, so a
 pod deleted by hand before it was counted is not counted), podFailurePolicy, successPolicy,
@@ -152,7 +152,8 @@ def suspension(conditions: Sequence[Mapping[str, Any]], suspended: bool, stamp: 
     status, reason, message = (("True", "JobSuspended", "Job suspended") if suspended
                                else ("False", "JobResumed", "Job resumed"))
     found = next((c for c in conditions if c.get("type") == "Suspended"), None)
-    if found is None and not suspended or found is not None and found.get("status") == status:
+    unchanged = (found.get("status") == status) if found is not None else not suspended
+    if unchanged:
         return [dict(c) for c in conditions], None
     updated = {"type": "Suspended", "status": status, "reason": reason, "message": message,
                "lastProbeTime": stamp, "lastTransitionTime": stamp}

@@ -139,7 +139,7 @@ def validate_action(kind: str, action: dict[str, Any], path: str,
     if kind == "tcpSocket":
         return validate_port_num_or_name(action.get("port", 0), f"{path}.port")
     if kind == "grpc":
-        return validate_port_num_or_name(int(action.get("port") or 0), f"{path}.port")
+        return validate_port_num_or_name(action.get("port") or 0, f"{path}.port")
     seconds = action.get("seconds") or 0  # sleep
     if grace_period is not None and not 0 <= seconds <= grace_period:
         return [invalid(path, seconds, "must be non-negative and less than "

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from apiserver.resources.container_handlers import validate_container_handlers
+from apiserver.resources.tokens import MAX_EXPIRATION, MIN_EXPIRATION
 from apiserver.validation import (
     TAINT_EFFECTS,
     Cause,
@@ -299,10 +300,10 @@ def validate_token_projection(token: dict[str, Any], path: str, projected: str) 
     the projected volume's `path`, as here)."""
     errs = []
     seconds = token.get("expirationSeconds")
-    if isinstance(seconds, int) and seconds < TOKEN_MIN_EXPIRATION:
+    if isinstance(seconds, int) and seconds < MIN_EXPIRATION:
         errs.append(invalid(f"{path}.expirationSeconds", seconds,
                             "may not specify a duration less than 10 minutes"))
-    if isinstance(seconds, int) and seconds > TOKEN_MAX_EXPIRATION:
+    if isinstance(seconds, int) and seconds > MAX_EXPIRATION:
         errs.append(invalid(f"{path}.expirationSeconds", seconds,
                             "may not specify a duration larger than 2^32 seconds"))
     if not token.get("path"):
@@ -312,8 +313,6 @@ def validate_token_projection(token: dict[str, Any], path: str, projected: str) 
     return errs
 
 
-TOKEN_MIN_EXPIRATION = 600
-TOKEN_MAX_EXPIRATION = 1 << 32
 HOST_PATH_TYPES = ("", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
                    "CharDevice", "BlockDevice")
 

@@ -29,6 +29,7 @@ from apiserver.resources.pod_validation import (
     validate_pod_update,
 )
 from apiserver.resources.priorityclasses import admit_pod
+from apiserver.resources.tokens import DEFAULT_EXPIRATION
 from apiserver.selectors import SelectableFields, field_bool, field_text, object_meta_fields
 from apiserver.tables import (
     CREATION_TIMESTAMP_DOC,
@@ -59,7 +60,6 @@ _REFERENCE = re.compile(
 
 
 # The priority classes every cluster has (scheduling.SystemPriorityClasses).
-DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
 SYSTEM_PRIORITY_CLASSES = {"system-node-critical": 2000001000,
                            "system-cluster-critical": 2000000000}
 
@@ -130,7 +130,7 @@ def default_volumes(volumes: list[dict[str, Any]]) -> None:
         for source in sources if isinstance(sources, list) else []:
             token = source.get("serviceAccountToken") if isinstance(source, dict) else None
             if isinstance(token, dict) and token.get("expirationSeconds") is None:
-                token["expirationSeconds"] = DEFAULT_TOKEN_EXPIRATION_SECONDS
+                token["expirationSeconds"] = DEFAULT_EXPIRATION
 
 
 def default_container(container: dict[str, Any], *, host_network: bool) -> None:
