@@ -33,6 +33,7 @@ from tests.support import (
     SchedulerProcess,
     free_port,
     node_pki,
+    unique,
     wait_http_ok,
 )
 
@@ -193,6 +194,21 @@ class KubeletProcess:
 
     def log(self) -> str:
         return self.process.log()
+
+
+@contextlib.contextmanager
+def running_kubelet(apiserver: ApiServer, workdir: Path, *, prefix: str
+                    ) -> Iterator[KubeletProcess]:
+    """A kubelet on Docker for a fresh node named after `prefix` (a test module's
+    fixture); stopped, and its containers removed, after."""
+    ensure_docker()
+    node = unique(prefix)
+    process = KubeletProcess(apiserver, workdir, node_name=node).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+        remove_node_containers(node)
 
 
 class StalledRegistry:

@@ -24,7 +24,7 @@ from kubelet.env import (
     field_ref_value,
     resource_field_value,
 )
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import KubeletProcess, running_kubelet
 from tests.support import ApiServer, Kubectl, eventually, unique
 from tests.test_kubelet import create_pod, delete_pod, get_pod, pod_manifest, shell
 
@@ -139,13 +139,9 @@ def test_the_create_body_has_the_env_and_the_expanded_command() -> None:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("env")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-env")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-env"),
+                         prefix="env") as process:
+        yield process
 
 
 async def test_the_downward_env_reaches_the_container(

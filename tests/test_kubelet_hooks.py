@@ -20,10 +20,9 @@ from kubelet.lifecycle import remaining_grace, run_handler
 from kubelet.runtime import LABEL_CONTAINER_NAME
 from tests.docker_support import (
     KubeletProcess,
-    ensure_docker,
     inspect_container,
     node_containers,
-    remove_node_containers,
+    running_kubelet,
 )
 from tests.support import ApiServer, Kubectl, eventually, free_port, unique
 from tests.test_kubelet import (
@@ -102,13 +101,9 @@ def test_the_pre_stop_hook_takes_its_time_off_the_grace_period(grace: int, took:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("hooks")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-hooks")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-hooks"),
+                         prefix="hooks") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from kubelet.termination import (
     read_message_file,
     with_message,
 )
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import KubeletProcess, running_kubelet
 from tests.support import ApiServer, eventually, unique
 from tests.test_kubelet import create_pod, delete_pod, get_pod, pod_manifest, shell
 from tests.test_kubelet_status import make_pod, sandbox
@@ -90,13 +90,9 @@ def test_the_create_body_mounts_the_file() -> None:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("termmsg")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-termmsg")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-termmsg"),
+                         prefix="termmsg") as process:
+        yield process
 
 
 async def terminated(http: httpx.AsyncClient, name: str) -> dict[str, Any]:

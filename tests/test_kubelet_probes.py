@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,8 +20,7 @@ from kubelet.status import generate_pod_status
 from tests.docker_support import (
     KUBELITE_IMAGE,
     KubeletProcess,
-    ensure_docker,
-    remove_node_containers,
+    running_kubelet,
 )
 from tests.support import ApiServer, eventually, unique
 from tests.test_kubelet import create_pod, get_pod, pod_events, pod_manifest, shell
@@ -132,13 +130,9 @@ async def test_readiness_and_startup_decide_ready_and_started() -> None:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("probes")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-probes")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-probes"),
+                         prefix="probes") as process:
+        yield process
 
 
 def ready_condition(pod: dict[str, Any]) -> str:

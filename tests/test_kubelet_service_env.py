@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from kubelet.env import EnvSources, PodContext, container_env, link_variables, service_env
-from tests.docker_support import KubeletProcess, ensure_docker, remove_node_containers
+from tests.docker_support import KubeletProcess, running_kubelet
 from tests.support import ApiServer, eventually, unique
 from tests.test_kubelet import create_pod, get_pod, pod_manifest, shell
 
@@ -99,13 +98,9 @@ def test_the_containers_own_variables_win_and_can_expand_links() -> None:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("svcenv")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-svcenv")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-svcenv"),
+                         prefix="svcenv") as process:
+        yield process
 
 
 async def test_a_pod_sees_its_namespaces_services_unless_it_opts_out(

@@ -29,8 +29,7 @@ import pytest
 from tests.docker_support import (
     BUSYBOX_IMAGE,
     KubeletProcess,
-    ensure_docker,
-    remove_node_containers,
+    running_kubelet,
 )
 from tests.support import ApiServer, Kubectl, free_port, unique
 
@@ -45,15 +44,11 @@ HTTPD = "mkdir -p /www && echo hello from httpd > /www/index.html && exec httpd 
 
 
 @pytest.fixture(scope="module")
-def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory,
+def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("stream-node")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet"),
+                         prefix="stream-node") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
