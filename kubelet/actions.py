@@ -16,12 +16,18 @@ from 10 s to 5 min, forgotten once the key has been quiet for twice the maximum
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from common.backoff import KeyedBackoff
-from kubelet.runtime import ContainerInfo, PodObservation, SandboxInfo, container_spec_hash
+from kubelet.runtime import (
+    ContainerInfo,
+    PodObservation,
+    SandboxInfo,
+    container_spec_hash,
+    is_sidecar,
+)
 from kubelet.status import restart_policy, should_restart
 
 INITIAL_BACKOFF_SECONDS = 10.0
@@ -115,44 +121,106 @@ def init_container_failed(container: ContainerInfo) -> bool:
         or container.state == "unknown"
 
 
-@dataclass(frozen=True)
-class InitProgress:
-    """findNextInitContainerToRun: the failed instance to restart (if any), the init
-    container to run next (None: wait for the running one, or all are done), and whether
-    initialization is done."""
-
-    failed: ContainerInfo | None
-    next: Mapping[str, Any] | None
-    done: bool
+def _always_started(container: ContainerInfo) -> bool:
+    return True
 
 
-def next_init_container(pod: Mapping[str, Any], observation: PodObservation) -> InitProgress:
-    inits = init_specs(pod)
-    if not inits:
-        return InitProgress(None, None, True)
-    # An app container running means the init containers all ran at some point (their
-    # instances may have been removed since): never run them again.
+@dataclass
+class InitActions:
+    """computeInitContainerActions' answer: the init containers to start (spec order), the
+    instances to kill first, whether the pod is initialized, and whether initialization
+    failed for good (a Never pod whose init container failed)."""
+
+    start: list[Mapping[str, Any]] = field(default_factory=list)
+    kill: list[KillContainer] = field(default_factory=list)
+    initialized: bool = False
+    failed: bool = False
+
+
+def _regular_container_created(pod: Mapping[str, Any], observation: PodObservation) -> bool:
+    """An app container created or running means the init containers all ran at some point
+    (their instances may have been removed since): the regular ones never run again. An
+    exited one does not count: after a reboot every container has exited, and a new sandbox
+    must be initialized again."""
     for spec in (pod.get("spec") or {}).get("containers") or []:
         latest = observation.latest(str(spec["name"]))
-        if latest is not None and latest.state == "running":
-            return InitProgress(None, None, True)
-    for spec in reversed(inits):
-        latest = observation.latest(str(spec["name"]))
-        if latest is not None and init_container_failed(latest):
-            return InitProgress(latest, spec, False)
-    for i in range(len(inits) - 1, -1, -1):
-        latest = observation.latest(str(inits[i]["name"]))
+        if latest is not None and latest.state in ("created", "running"):
+            return True
+    return False
+
+
+def init_container_actions(pod: Mapping[str, Any], observation: PodObservation, *,
+                           sidecar_started: Callable[[ContainerInfo], bool] = _always_started
+                           ) -> InitActions:
+    """What the init containers need (kuberuntime's computeInitContainerActions): the first
+    that has not run is started; a regular one must complete (exit 0) before the next, a
+    sidecar only has to be started (running, and its startup probe passed:
+    `sidecar_started`); a sidecar that exited is started again whatever the pod's
+    restartPolicy, even once the pod is initialized.
+
+    The init containers are read from the last one back: a completed one may have been
+    removed from the runtime, the newest that left a trace says how far the pod got."""
+    inits = init_specs(pod)
+    if not inits:
+        return InitActions(initialized=True)
+    actions = InitActions(initialized=_regular_container_created(pod, observation))
+    previously_initialized = actions.initialized
+    restart_on_failure = restart_policy(pod) != "Never"
+    to_start: list[int] = []
+    last = len(inits) - 1
+    for i in range(last, -1, -1):
+        spec = inits[i]
+        name = str(spec["name"])
+        sidecar = is_sidecar(spec)
+        latest = observation.latest(name)
         if latest is None:
+            if previously_initialized and sidecar:
+                to_start.append(i)  # a sidecar of an initialized pod went missing
             continue
-        if latest.state != "exited":  # running (or being created): wait for it
-            return InitProgress(None, None, False)
-        if i == len(inits) - 1:
-            return InitProgress(None, None, True)
-        return InitProgress(None, inits[i + 1], False)
-    return InitProgress(None, inits[0], False)
+        if previously_initialized and not sidecar:
+            continue  # after initialization only the sidecars are kept running
+        if latest.state == "created":  # made but never started: start it (again)
+            to_start.append(i)
+        elif latest.state == "running":
+            if sidecar and sidecar_started(latest):
+                if i == last:
+                    actions.initialized = True
+                elif not previously_initialized:
+                    to_start.append(i + 1)  # started for the first time: the next one
+                if latest.spec_hash and latest.spec_hash != container_spec_hash(spec):
+                    actions.kill.append(KillContainer(
+                        latest, f"Init container {name} definition changed"))
+                    to_start.append(i)
+            # a regular one (or a sidecar not started yet): wait for it
+        elif latest.state == "exited":
+            if sidecar:
+                to_start.append(i)
+            elif init_container_failed(latest):
+                if not restart_on_failure:
+                    return InitActions(failed=True)
+                to_start.append(i)
+            elif i == last:
+                actions.initialized = True
+            else:
+                to_start.append(i + 1)
+        else:  # the runtime lost track of it: kill what is left, then start it again
+            if not sidecar and not restart_on_failure:
+                return InitActions(failed=True)
+            actions.kill.append(KillContainer(
+                latest, f"Init container {name} is in an unknown state, will be restarted"))
+            to_start.append(i)
+        previously_initialized = True
+    if not previously_initialized:
+        to_start.append(0)  # nothing has run yet: the first one
+    actions.start = [inits[i] for i in reversed(to_start)]
+    return actions
 
 
-def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> PodActions:
+def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation, *,
+                        sidecar_started: Callable[[ContainerInfo], bool] = _always_started
+                        ) -> PodActions:
+    """`sidecar_started`: whether a running sidecar counts as started (its startup probe,
+    if it has one, passed)."""
     specs = list((pod.get("spec") or {}).get("containers") or [])
     policy = restart_policy(pod)
     create, attempt = sandbox_changed(pod, observation)
@@ -173,7 +241,7 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
             if policy == "Never" and latest is not None and latest.state == "exited":
                 continue
             actions.start.append(StartContainer(spec["name"], _next_attempt(latest), latest))
-        if not actions.start and next_init_container(pod, observation).done:
+        if not actions.start and init_container_actions(pod, observation).initialized:
             actions.create_sandbox = False  # nothing to run in a new sandbox: do not make one
             return actions
         if inits:  # a new sandbox runs the init containers again, from the first
@@ -182,24 +250,20 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
             actions.start = [StartContainer(first, _next_attempt(latest), latest)]
         return actions
 
-    progress = next_init_container(pod, observation)
-    if not progress.done:
-        if progress.next is not None:
-            if progress.failed is not None and policy == "Never":
-                actions.kill_pod = True  # initialization failed for good: the pod Failed
-            else:
-                if progress.failed is not None and progress.failed.state == "unknown":
-                    actions.kill.append(KillContainer(
-                        progress.failed, f"Init container {progress.failed.name} is in an "
-                                         f"unknown state, will be restarted"))
-                name = str(progress.next["name"])
-                latest = observation.latest(name)
-                actions.start.append(StartContainer(name, _next_attempt(latest), latest))
-        # Still initializing (or failed): the app containers wait.
+    init = init_container_actions(pod, observation, sidecar_started=sidecar_started)
+    if init.failed:
+        actions.kill_pod = True  # initialization failed for good: the pod Failed
         return actions
+    actions.kill += init.kill
+    for spec in init.start:
+        latest = observation.latest(str(spec["name"]))
+        actions.start.append(StartContainer(str(spec["name"]), _next_attempt(latest), latest))
+    if not init.initialized:
+        return actions  # still initializing: the app containers wait
 
     wanted = {spec["name"] for spec in specs + inits + ephemeral_specs(pod)}
     keep = 0
+    sidecar_starts = len(actions.start)
     for spec in specs:
         latest = observation.latest(spec["name"])
         if latest is not None and latest.state == "running":
@@ -216,8 +280,10 @@ def compute_pod_actions(pod: Mapping[str, Any], observation: PodObservation) -> 
         if container.state == "running" and container.name not in wanted:
             actions.kill.append(KillContainer(
                 container, f"Container {container.name} is not in the pod's spec"))
-    if keep == 0 and not actions.start:
-        actions.kill_pod = True  # nothing left to run: stop the sandbox too
+    if keep == 0 and len(actions.start) == sidecar_starts:
+        # Nothing left to run (sidecars do not keep a pod alive): stop the sandbox too.
+        actions.kill_pod = True
+        actions.start = []
     else:
         actions.start_ephemeral = ephemeral_containers_to_start(pod, observation)
     return actions

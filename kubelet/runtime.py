@@ -266,6 +266,12 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
                   namespace=str(meta.get("namespace") or "default"))
 
 
+def is_sidecar(spec: Mapping[str, Any]) -> bool:
+    """A restartable init container (`restartPolicy: Always`): started in order with the
+    init containers, it keeps running beside the app containers."""
+    return spec.get("restartPolicy") == "Always"
+
+
 def grace_period_of(pod: Mapping[str, Any]) -> int:
     """The grace period to stop this pod with: the deletion's, else the spec's (default 30)."""
     meta = pod.get("metadata") or {}

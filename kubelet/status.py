@@ -17,7 +17,7 @@ from typing import Any
 from common.timestamps import rfc3339
 from kubelet.prober.probes import ProbeStatus
 from kubelet.qos import pod_qos_class
-from kubelet.runtime import ContainerInfo, PodObservation
+from kubelet.runtime import ContainerInfo, PodObservation, is_sidecar
 from kubelet.termination import with_message
 
 # Waiting reasons, as the kubelet words them.
@@ -123,10 +123,15 @@ def runtime_state(container: ContainerInfo) -> dict[str, Any]:
 
 def init_container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
                           instances: list[ContainerInfo], old: Mapping[str, Any] | None,
-                          waiting: Waiting | None) -> dict[str, Any]:
-    """The initContainerStatuses[] entry of one init container: a container that, unless
-    the pod is Never, is restarted when it fails (Always acts as OnFailure); ready once it
-    completed (exit 0), started only while it runs."""
+                          waiting: Waiting | None,
+                          probes: ProbeStatus | None = None) -> dict[str, Any]:
+    """The initContainerStatuses[] entry of one init container. A regular one is, unless
+    the pod is Never, restarted when it fails (Always acts as OnFailure); ready once it
+    completed (exit 0), started only while it runs. A sidecar is always restarted and is
+    ready and started as its probes say, like an app container."""
+    if is_sidecar(spec):
+        always = {**pod, "spec": {**(pod.get("spec") or {}), "restartPolicy": "Always"}}
+        return container_status(always, spec, instances, old, waiting, probes)
     policy = "Never" if restart_policy(pod) == "Never" else "OnFailure"
     as_run = {**pod, "spec": {**(pod.get("spec") or {}), "restartPolicy": policy}}
     status = container_status(as_run, spec, instances, old, waiting)
@@ -205,48 +210,70 @@ def ephemeral_container_status(pod: Mapping[str, Any], spec: Mapping[str, Any],
     return status
 
 
-def init_progress(pod: Mapping[str, Any], init_statuses: list[dict[str, Any]]
-                  ) -> tuple[int, int]:
-    """getPhase's count of the init containers: (pending, failed)."""
-    by_name = {s["name"]: s for s in init_statuses}
-    pending = failed = 0
-    for spec in (pod.get("spec") or {}).get("initContainers") or []:
-        status = by_name.get(spec["name"]) or {}
-        state = status.get("state") or {}
-        last = (status.get("lastState") or {}).get("terminated")
-        if "terminated" in state:
-            failed += int(state["terminated"].get("exitCode") or 0) != 0
-        elif "waiting" in state and last is not None:
-            failed += int(last.get("exitCode") or 0) != 0
-        else:  # no status, running, or waiting to run for the first time
-            pending += 1
-    return pending, failed
+def _count_containers(specs: list[Mapping[str, Any]], by_name: Mapping[str, dict[str, Any]]
+                      ) -> dict[str, int]:
+    """getPhase's counters of the app containers: running, waiting, stopped, succeeded,
+    unknown."""
+    counts = dict.fromkeys(("running", "waiting", "stopped", "succeeded", "unknown"), 0)
+    for spec in specs:
+        status = by_name.get(spec["name"])
+        state = (status or {}).get("state") or {}
+        if status is None or not state:
+            counts["unknown"] += 1
+        elif "running" in state:
+            counts["running"] += 1
+        elif "terminated" in state:
+            counts["stopped"] += 1
+            if int(state["terminated"].get("exitCode") or 0) == 0:
+                counts["succeeded"] += 1
+        elif "terminated" in (status.get("lastState") or {}):
+            counts["stopped"] += 1
+        else:
+            counts["waiting"] += 1
+    return counts
 
 
 def pod_phase(pod: Mapping[str, Any], statuses: list[dict[str, Any]],
               init_statuses: list[dict[str, Any]] | None = None) -> str:
-    """kubelet's getPhase (init containers that are not sidecars)."""
-    pending_init, failed_init = init_progress(pod, init_statuses or [])
-    by_name = {s["name"]: s for s in statuses}
-    running = waiting = stopped = succeeded = unknown = 0
-    for spec in (pod.get("spec") or {}).get("containers") or []:
-        status = by_name.get(spec["name"])
+    """kubelet's getPhase. A regular init container that runs, waits for its first run, or
+    has no status yet keeps the pod Pending; one that failed fails a Never pod. A sidecar
+    counts as a running container while it runs, keeps the pod Pending until it has started
+    (unless an app container already started: a sidecar restarting later does not send the
+    pod back to Pending), and once it has terminated it does not count at all."""
+    spec = pod.get("spec") or {}
+    init_by_name = {s["name"]: s for s in init_statuses or []}
+    pending_init = failed_init = 0
+    running = waiting = unknown = 0
+    for init in spec.get("initContainers") or []:
+        status = init_by_name.get(init["name"])
         state = (status or {}).get("state") or {}
-        if status is None or not state:
-            unknown += 1
-        elif "running" in state:
-            running += 1
-        elif "terminated" in state:
-            stopped += 1
-            if int(state["terminated"].get("exitCode") or 0) == 0:
-                succeeded += 1
-        elif "terminated" in (status.get("lastState") or {}):
-            stopped += 1
-        else:
-            waiting += 1
+        last = ((status or {}).get("lastState") or {}).get("terminated")
+        if is_sidecar(init):
+            if status is None or not state:
+                pending_init += 1
+                unknown += 1
+            elif "running" in state:
+                pending_init += not status.get("started")
+                running += 1
+            elif "waiting" in state and last is None:
+                pending_init += 1
+                waiting += 1
+            continue
+        if "terminated" in state:
+            failed_init += int(state["terminated"].get("exitCode") or 0) != 0
+        elif "waiting" in state and last is not None:
+            failed_init += int(last.get("exitCode") or 0) != 0
+        else:  # no status, running, or waiting to run for the first time
+            pending_init += 1
+    counts = _count_containers(list(spec.get("containers") or []),
+                               {s["name"]: s for s in statuses})
+    running += counts["running"]
+    waiting += counts["waiting"]
+    unknown += counts["unknown"]
+    stopped, succeeded = counts["stopped"], counts["succeeded"]
     if failed_init > 0 and restart_policy(pod) == "Never":
         return "Failed"
-    if pending_init > 0 or waiting > 0:
+    if (pending_init > 0 and not any_regular_container_started(statuses)) or waiting > 0:
         return "Pending"
     if running > 0 and unknown == 0:
         return "Running"
@@ -299,8 +326,9 @@ def initialized_condition(pod: Mapping[str, Any], statuses: list[dict[str, Any]]
         return {"status": True}
     by_name = {s["name"]: s for s in init_statuses}
     unknown = [str(c["name"]) for c in inits if c["name"] not in by_name]
-    unready = [str(c["name"]) for c in inits
-               if c["name"] in by_name and not by_name[c["name"]].get("ready")]
+    # isInitContainerInitialized: a regular one completed, a sidecar started
+    unready = [str(c["name"]) for c in inits if c["name"] in by_name
+               and not by_name[c["name"]].get("started" if is_sidecar(c) else "ready")]
     if phase == "Succeeded" and not unknown:
         return {"status": True, "reason": "PodCompleted"}
     if any_regular_container_started(statuses):
@@ -316,13 +344,21 @@ def initialized_condition(pod: Mapping[str, Any], statuses: list[dict[str, Any]]
     return {"status": True}
 
 
+def _spec_named(pod: Mapping[str, Any], group: str, name: str) -> Mapping[str, Any]:
+    return next((c for c in (pod.get("spec") or {}).get(group) or [] if c.get("name") == name),
+                {})
+
+
 def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase: str, *,
                    sandbox_ready: bool, now: datetime,
                    init_statuses: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     old_conditions = list((pod.get("status") or {}).get("conditions") or [])
     old = {c.get("type", ""): c for c in old_conditions}
     kept = [c for c in old_conditions if c.get("type") not in KUBELET_CONDITIONS]
-    unready = [s["name"] for s in statuses if not s.get("ready")]
+    # GenerateContainersReadyCondition: the sidecars, then the app containers
+    sidecars = [s for s in init_statuses or []
+                if is_sidecar(_spec_named(pod, "initContainers", s["name"]))]
+    unready = [s["name"] for s in [*sidecars, *statuses] if not s.get("ready")]
     if phase == "Succeeded":
         ready_args: dict[str, Any] = {"status": False, "reason": "PodCompleted"}
     elif phase == "Failed":
@@ -360,7 +396,8 @@ def generate_pod_status(pod: Mapping[str, Any], observation: PodObservation,
     old_init = {s.get("name"): s for s in old_status.get("initContainerStatuses") or []}
     init_statuses = [
         init_container_status(pod, spec, observation.containers_named(spec["name"]),
-                              old_init.get(spec["name"]), waiting.get(spec["name"]))
+                              old_init.get(spec["name"]), waiting.get(spec["name"]),
+                              (probes or {}).get(spec["name"]))
         for spec in (pod.get("spec") or {}).get("initContainers") or []]
     phase = pod_phase(pod, statuses, init_statuses)
     if old_status.get("phase") in TERMINAL_PHASES:

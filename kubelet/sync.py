@@ -63,9 +63,11 @@ from kubelet.runtime import (
     SandboxInfo,
     build_observation,
     grace_period_of,
+    is_sidecar,
 )
 from kubelet.status import Waiting, pod_full_name
 from kubelet.status_manager import StatusManager
+from kubelet.termination_order import TerminationOrdering
 from kubelet.volumes import VolumeError, VolumeManager, container_mounts
 from kubelet.volumes.paths import UnsafePath
 
@@ -201,7 +203,8 @@ class PodSyncer:
         if unhealthy:
             observation = await self._reinspect(observation, unhealthy)
             state.view = CachedPod(observation, view.at)
-        actions = compute_pod_actions(pod, observation)
+        actions = compute_pod_actions(pod, observation,
+                                      sidecar_started=self._sidecar_started(state))
         changed: list[ContainerSummary] = []
         if actions.kill_pod:
             changed += await self._stop_running(pod, observation, grace=grace_period_of(pod))
@@ -295,6 +298,13 @@ class PodSyncer:
         sandbox = observation.latest_sandbox()
         return sandbox.ip if sandbox is not None else ""
 
+    def _sidecar_started(self, state: PodState) -> Callable[[ContainerInfo], bool]:
+        prober = self.prober
+        if prober is None:
+            return lambda container: True
+        return lambda container: prober.started(
+            state.ref.uid, self._spec_of(state.pod, container.name) or {}, container)
+
     async def _kill_unhealthy(self, state: PodState,
                               observation: PodObservation) -> list[ContainerSummary]:
         """Stop the running containers whose liveness or startup probe failed."""
@@ -308,9 +318,11 @@ class PodSyncer:
                 continue
             log.info("%s: container %s failed its %s probe: restarting it", state.ref.key,
                      container.name, kind)
-            self.events.emit(state.pod, "Normal", "Killing",
-                             f"Container {container.name} failed {kind} probe, will be "
-                             f"restarted", container=container.name)
+            message = (f"Init container {container.name} failed {kind} probe"
+                       if is_sidecar(self._spec_of(state.pod, container.name) or {})
+                       else f"Container {container.name} failed {kind} probe, will be "
+                            f"restarted")
+            self.events.emit(state.pod, "Normal", "Killing", message, container=container.name)
             await self._kill_container(state.pod, container, grace=grace_period_of(state.pod),
                                        pod_ip=self._pod_ip(state.pod, observation))
             self._acted(state)
@@ -538,19 +550,30 @@ class PodSyncer:
                      for c in spec.get(key) or [] if c.get("name") == name), None)
 
     async def _kill_container(self, pod: Mapping[str, Any], container: ContainerInfo, *,
-                              grace: int, pod_ip: str) -> None:
-        """killContainer: its preStop hook (if any) within the grace period, then the stop
-        signal with what is left of it."""
-        await self._stop_with_pre_stop(pod, self._spec_of(pod, container.name) or {},
-                                       container.id, grace=grace, pod_ip=pod_ip)
+                              grace: int, pod_ip: str,
+                              ordering: TerminationOrdering | None = None) -> None:
+        """killContainer: its preStop hook (if any) within the grace period, its turn (a
+        sidecar outlives what it serves), then the stop signal with what is left."""
+        try:
+            await self._stop_with_pre_stop(pod, self._spec_of(pod, container.name) or {},
+                                           container.id, grace=grace, pod_ip=pod_ip,
+                                           ordering=ordering)
+        finally:
+            if ordering is not None:
+                ordering.exited(container.name)
 
     async def _stop_with_pre_stop(self, pod: Mapping[str, Any], spec: Mapping[str, Any],
-                                  container_id: str, *, grace: int, pod_ip: str) -> None:
+                                  container_id: str, *, grace: int, pod_ip: str,
+                                  ordering: TerminationOrdering | None = None) -> None:
         handler = (spec.get("lifecycle") or {}).get("preStop")
         if handler and grace > 0:
             grace = remaining_grace(grace, await self._pre_stop(pod, spec, handler,
                                                                 container_id, grace=grace,
                                                                 pod_ip=pod_ip))
+        if ordering is not None and grace > 0:
+            started = self.clock()
+            await ordering.wait_for_turn(str(spec.get("name") or ""), grace)
+            grace = remaining_grace(grace, self.clock() - started)
         await self.runtime.stop_container(container_id, grace_seconds=grace)
 
     async def _pre_stop(self, pod: Mapping[str, Any], spec: Mapping[str, Any],
@@ -601,7 +624,9 @@ class PodSyncer:
             self.events.emit(pod, "Normal", "Killing", f"Stopping container {container.name}",
                              container=container.name)
         pod_ip = self._pod_ip(pod, observation)
-        await asyncio.gather(*(self._kill_container(pod, c, grace=grace, pod_ip=pod_ip)
+        ordering = TerminationOrdering(pod, {c.name for c in running})
+        await asyncio.gather(*(self._kill_container(pod, c, grace=grace, pod_ip=pod_ip,
+                                                    ordering=ordering)
                                for c in running))
         sandboxes = [s for s in observation.sandboxes if s.ready]
         await asyncio.gather(*(self.runtime.stop_container(s.id,

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from apiserver.resources.pods import pod_status_reason
-from kubelet.actions import compute_pod_actions, next_init_container
+from kubelet.actions import compute_pod_actions, init_container_actions
 from kubelet.runtime import LABEL_CONTAINER_NAME, ContainerInfo, PodObservation
 from kubelet.status import Waiting, generate_pod_status
 from tests.docker_support import (
@@ -25,6 +25,7 @@ from tests.docker_support import (
     ensure_docker,
     node_containers,
     remove_node_containers,
+    running_kubelet,
 )
 from tests.support import ApiServer, Kubectl, eventually, unique
 from tests.test_kubelet import SERVE_FOREVER, create_pod, delete_pod, get_pod, pod_manifest, shell
@@ -36,33 +37,33 @@ def init_pod(*inits: str, restart_policy: str = "Always") -> dict[str, Any]:
         {"name": n, "image": "kubelite/busybox:1.35"} for n in inits])
 
 
-# --- findNextInitContainerToRun ------------------------------------------------------------
+# --- computeInitContainerActions (regular init containers) -----------------------------------
 
-@pytest.mark.parametrize(("name", "containers", "failed", "next_", "done"), [
-    ("none ran: the first", [], None, "i1", False),
-    ("the first runs: wait", [instance("i1")], None, None, False),
-    ("the first completed: the second", [instance("i1", state="exited")], None, "i2", False),
+@pytest.mark.parametrize(("name", "containers", "start", "initialized"), [
+    ("none ran: the first", [], ["i1"], False),
+    ("the first runs: wait", [instance("i1")], [], False),
+    ("the first completed: the second", [instance("i1", state="exited")], ["i2"], False),
     ("both completed: done", [instance("i1", state="exited"), instance("i2", state="exited")],
-     None, None, True),
+     [], True),
     ("the second failed: it again",
      [instance("i1", state="exited"), instance("i2", state="exited", exit_code=1)],
-     "i2-0", "i2", False),
+     ["i2"], False),
     ("the first failed before: the newest instance counts",
      [instance("i1", state="exited"), instance("i1", attempt=1, state="running")],
-     None, None, False),
+     [], False),
     ("an app container runs: done whatever the init containers show",
-     [instance("app")], None, None, True),
+     [instance("app")], [], True),
 ])
-def test_next_init_container(name: str, containers: list[ContainerInfo], failed: str | None,
-                             next_: str | None, done: bool) -> None:
-    progress = next_init_container(init_pod("i1", "i2"), observed(*containers))
-    assert (progress.failed.id if progress.failed else None) == failed, name
-    assert (progress.next["name"] if progress.next else None) == next_, name
-    assert progress.done is done, name
+def test_init_container_actions(name: str, containers: list[ContainerInfo], start: list[str],
+                                initialized: bool) -> None:
+    actions = init_container_actions(init_pod("i1", "i2"), observed(*containers))
+    assert [s["name"] for s in actions.start] == start, name
+    assert actions.initialized is initialized, name
+    assert not actions.failed and not actions.kill, name
 
 
 def test_a_pod_without_init_containers_is_initialized() -> None:
-    assert next_init_container(make_pod("app"), PodObservation()).done
+    assert init_container_actions(make_pod("app"), PodObservation()).initialized
 
 
 # --- computePodActions ---------------------------------------------------------------------
@@ -172,13 +173,9 @@ def test_init_container_statuses_are_kubes() -> None:
 @pytest.fixture(scope="module")
 def kubelet(apiserver: ApiServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[KubeletProcess]:
-    ensure_docker()
-    node = unique("init")
-    process = KubeletProcess(apiserver, Path(tmp_path_factory.mktemp("kubelet-init")),
-                             node_name=node).start()
-    yield process
-    process.stop()
-    remove_node_containers(node)
+    with running_kubelet(apiserver, tmp_path_factory.mktemp("kubelet-init"),
+                         prefix="init") as process:
+        yield process
 
 
 @pytest.fixture(scope="module")
@@ -278,21 +275,6 @@ async def test_a_failed_init_container_fails_a_never_pod(
     assert len(instances_of(kubelet.node_name, name, "setup")) == 1
     assert instances_of(kubelet.node_name, name, "app") == []
     await delete_pod(http, name)
-
-
-async def test_a_sidecar_is_refused(http: httpx.AsyncClient, kubelet: KubeletProcess) -> None:
-    name = unique("sidecar")
-    manifest = with_init(pod_manifest(name, kubelet.node_name, [shell("app", SERVE_FOREVER)]),
-                         shell("proxy", SERVE_FOREVER, restartPolicy="Always"))
-    response = await http.post("/api/v1/namespaces/default/pods", json=manifest)
-    assert response.status_code == 422, response.text
-    status = response.json()
-    assert status["reason"] == "Invalid"
-    assert status["details"]["causes"] == [{
-        "reason": "FieldValueForbidden", "field": "spec.initContainers[0].restartPolicy",
-        "message": "Forbidden: kubelite's kubelet does not implement sidecar containers "
-                   "(init containers with restartPolicy Always)"}]
-    assert (await http.get(f"/api/v1/namespaces/default/pods/{name}")).status_code == 404
 
 
 async def test_a_kubelet_restarted_mid_init_does_not_rerun_a_completed_init_container(

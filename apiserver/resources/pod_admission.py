@@ -50,10 +50,6 @@ def _unsupported(spec: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield from _volume(volume, f"spec.volumes[{i}]")
     pod_security = spec.get("securityContext") or {}
     yield from _security_context(pod_security, "spec.securityContext", HONOURED_POD_SECURITY)
-    for i, container in enumerate(spec.get("initContainers") or []):
-        if isinstance(container, Mapping) and container.get("restartPolicy") == "Always":
-            yield (f"spec.initContainers[{i}].restartPolicy",
-                   "sidecar containers (init containers with restartPolicy Always)")
     for group in ("initContainers", "containers"):
         for i, container in enumerate(spec.get(group) or []):
             lifecycle = container.get("lifecycle") if isinstance(container, Mapping) else None

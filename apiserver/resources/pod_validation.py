@@ -328,6 +328,9 @@ def validate_containers(containers: list[dict[str, Any]], volumes: set[str],
         errs += validate_container(container, volumes, here)
         errs += validate_container_handlers(container, here, grace_period=grace_period,
                                             init=False)
+        if container.get("restartPolicy") is not None:
+            errs.append(forbidden(f"{here}.restartPolicy",
+                                  "may not be set for non-init containers"))
         name = container.get("name") or ""
         if name in names:
             errs.append(duplicate(f"{here}.name", name))
@@ -346,6 +349,9 @@ def validate_init_containers(containers: list[dict[str, Any]], others: list[dict
         errs += validate_container(container, volumes, here)
         errs += validate_container_handlers(container, here, grace_period=grace_period,
                                             init=True)
+        policy = container.get("restartPolicy")
+        if policy is not None and policy != "Always":  # a sidecar, or a regular one
+            errs.append(not_supported(f"{here}.restartPolicy", policy, ("Always",)))
         name = container.get("name") or ""
         if name in names:
             errs.append(duplicate(f"{here}.name", name))

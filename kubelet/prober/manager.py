@@ -2,7 +2,7 @@
 and worker.go).
 
 `sync_pod` is called by each pod sync with the pod and its runtime view: every running
-container's probes get a worker (one task per probe, tied to the container's id, so a
+container's probes (app containers and sidecars) get a worker (one task per probe, tied to the container's id, so a
 restarted container starts again from the initial results), and workers of containers
 that no longer run end. A worker waits `initialDelaySeconds` after the container started,
 then probes every `periodSeconds`; readiness and liveness wait for a startup probe to
@@ -33,7 +33,7 @@ from kubelet.prober.probes import (
     probe_of,
 )
 from kubelet.prober.run import Exec, run_probe
-from kubelet.runtime import ContainerInfo, PodObservation, pod_ref
+from kubelet.runtime import ContainerInfo, PodObservation, is_sidecar, pod_ref
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,16 @@ class ProbeManager:
                                               started=started)
         return out
 
+    def started(self, uid: str, spec: Mapping[str, Any], container: ContainerInfo) -> bool:
+        """Whether this running instance counts as started: it has no startup probe, or
+        its startup probe passed (a probe not run yet, or run for an earlier instance, has
+        not)."""
+        if probe_of(spec, "startup") is None:
+            return True
+        worker = self.workers.get((uid, container.name, "startup"))
+        return worker is not None and worker.container_id == container.id \
+            and worker.result is True
+
     def should_restart(self, uid: str, container: ContainerInfo) -> Kind | None:
         """The probe ("liveness" or "startup") whose failure means a restart, if any."""
         for kind in ("liveness", "startup"):
@@ -94,7 +104,9 @@ class ProbeManager:
     def sync_pod(self, pod: Mapping[str, Any], observation: PodObservation, *,
                  pod_ip: str) -> None:
         uid = pod_ref(pod).uid
-        specs = {c["name"]: c for c in (pod.get("spec") or {}).get("containers") or []}
+        spec_ = pod.get("spec") or {}
+        specs = {c["name"]: c for c in [*(spec_.get("containers") or []),
+                                        *filter(is_sidecar, spec_.get("initContainers") or [])]}
         wanted: set[tuple[str, str, Kind]] = set()
         for name, spec in specs.items():
             latest = observation.latest(name)
