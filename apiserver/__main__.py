@@ -104,6 +104,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--client-ca-file",
                    help="CA bundle: client certificates it signed authenticate (CN user, O "
                         "groups)")
+    p.add_argument("--root-ca-file",
+                   help="the CA bundle (PEM) published in every namespace's kube-root-ca.crt "
+                        "ConfigMap, which pods trust the apiserver with (default: "
+                        "--client-ca-file)")
     p.add_argument("--token-auth-file",
                    help='bearer tokens, CSV lines: token,user,uid,"group1,group2"')
     p.add_argument("--anonymous-auth", type=boolean, nargs="?", const=True, default=True,
@@ -247,6 +251,18 @@ def service_account_tokens(args: argparse.Namespace) -> ServiceAccountTokens | N
     return ServiceAccountTokens(keys=keys, issuer=args.service_account_issuer,
                                 api_audiences=tuple(args.api_audiences), signing_key=signing,
                                 max_expiration=args.service_account_max_token_expiration)
+
+
+def root_ca(args: argparse.Namespace) -> str | None:
+    """The PEM published as kube-root-ca.crt; a clear one-line exit when unreadable."""
+    path = args.root_ca_file or args.client_ca_file
+    if not path:
+        return None
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        log.error("apiserver cannot read its root CA %s: %s", path, e)
+        sys.exit(1)
 
 
 def authenticator(args: argparse.Namespace, front: Any = None) -> Authenticator:
@@ -395,7 +411,8 @@ def serve(args: argparse.Namespace) -> None:
                            node_port_range=args.service_node_port_range,
                            advertise_address=args.advertise_address,
                            secure_port=args.secure_port,
-                           repair_interval=args.service_repair_interval))
+                           repair_interval=args.service_repair_interval),
+                       root_ca=root_ca(args))
     front.server.kubelet_tls = kubelet_client_context(args)
     plain = open_socket(args, args.port) if args.port else None
     secure = open_socket(args, args.secure_port) if args.secure_port else None

@@ -73,6 +73,7 @@ from apiserver.resources.priorityclasses import ensure_system_priority_classes
 from apiserver.resources.secrets import SECRETS
 from apiserver.resources.serviceaccounts import SERVICE_ACCOUNTS
 from apiserver.resources.tokens import TokenReviewer, token_request
+from apiserver.rootca_publisher import RootCAPublisher
 from apiserver.selectors import parse_field_selector, parse_label_selector
 from apiserver.serviceaccount_controller import ServiceAccountsController
 from apiserver.storage import EtcdTLS, Storage, TooLarge, Unavailable, encode, uses_tls
@@ -793,7 +794,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
                authorization_modes: Sequence[str] = ("AlwaysAllow",),
                service_accounts: ServiceAccountTokens | None = None,
                etcd_tls: EtcdTLS | None = None,
-               services: ServiceOptions | None = None) -> ResourceFront:
+               services: ServiceOptions | None = None,
+               root_ca: str | None = None) -> ResourceFront:
     """The apiserver's ASGI app. `etcd_tls`: the CA and client certificate for `https://`
     etcd servers (--etcd-cafile, --etcd-certfile, --etcd-keyfile). `controllers`: whether this process also runs the
     in-process controllers (the built-in namespaces, each namespace's default ServiceAccount);
@@ -802,7 +804,9 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     `authorization_modes`: --authorization-mode, the authorizers of the secure port
     (`front.authorizer`). `service_accounts`: the ServiceAccount token keys and issuer
     (TokenRequest; the secure port authenticates with `front.service_account_user`).
-    `services`: the Service ranges and the kubernetes Service (apiserver/controlplane.py)."""
+    `services`: the Service ranges and the kubernetes Service (apiserver/controlplane.py).
+    `root_ca`: the CA bundle (PEM) published in every namespace as `kube-root-ca.crt`
+    (--root-ca-file); pods get their `kube-api-access-*` volume when tokens can be signed."""
     storage = Storage(etcd_servers, etcd_tls)
     compactor = Compactor(storage, compaction_interval)
     registry = Registry(storage, prefix=etcd_prefix, event_ttl=event_ttl)
@@ -811,6 +815,9 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
     server = ApiServer(registry, service_accounts)
     server.metrics = metrics = ApiserverMetrics(registry)
     service_accounts_controller = ServiceAccountsController(registry)
+    registry.mount_service_account_tokens = (service_accounts is not None
+                                             and service_accounts.signing_key is not None)
+    root_ca_publisher = RootCAPublisher(registry, root_ca) if root_ca else None
     services = services or ServiceOptions()
     registry.allocations = services.ranges(registry)
     service_control_plane = ServiceControlPlane(
@@ -827,6 +834,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
             default_namespaces = asyncio.create_task(ensure_default_namespaces(registry),
                                                      name="default namespaces")
             service_accounts_controller.start()
+            if root_ca_publisher is not None:
+                root_ca_publisher.start()
             await service_control_plane.start()
         compactor.start()
         log.info("apiserver using etcd at %s over %s (prefix %s)", storage.target,
@@ -834,6 +843,8 @@ def create_app(etcd_servers: list[str], *, etcd_prefix: str = "/registry",
         yield
         await compactor.stop()
         await service_accounts_controller.stop()
+        if root_ca_publisher is not None:
+            await root_ca_publisher.stop()
         await service_control_plane.stop()
         if controllers:
             default_namespaces.cancel()

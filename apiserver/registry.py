@@ -159,6 +159,9 @@ class Registry:
         # NodePort ranges, apiserver/allocator.ServiceRanges), set by create_app; passed to
         # the strategies' reserve/release hooks.
         self.allocations: Any = None
+        # Whether pods get the kube-api-access-* token volume (the ServiceAccount admission:
+        # when this apiserver can sign tokens), set by create_app.
+        self.mount_service_account_tokens = False
 
     async def admit_write(self, user: UserInfo | None, operation: str, resource: Resource,
                           namespace: str | None, name: str, obj: dict[str, Any] | None,

@@ -43,18 +43,21 @@ def service_account_to_sync(change: Change) -> str | None:
     return None
 
 
-class ServiceAccountsController:
-    def __init__(self, registry: Registry) -> None:
+class PerNamespaceController:
+    """A controller keeping something in every active namespace: it lists and watches
+    `watches` (each resource with what an event of it asks to sync) and syncs the namespace
+    an event names, one at a time."""
+
+    def __init__(self, registry: Registry,
+                 watches: list[tuple[Resource, Callable[[Change], str | None]]]) -> None:
         self.registry = registry
+        self.watches = watches
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks = [
-            asyncio.create_task(self.run(NAMESPACES, namespace_to_sync),
-                                name="serviceaccounts controller: namespaces"),
-            asyncio.create_task(self.run(SERVICE_ACCOUNTS, service_account_to_sync),
-                                name="serviceaccounts controller: serviceaccounts"),
-        ]
+        self._tasks = [asyncio.create_task(self.run(resource, to_sync),
+                                           name=f"{type(self).__name__}: {resource.plural}")
+                       for resource, to_sync in self.watches]
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -77,6 +80,15 @@ class ServiceAccountsController:
             namespace = to_sync(event)
             if namespace is not None:
                 await self.sync(namespace)
+
+    async def sync(self, namespace: str) -> None:
+        raise NotImplementedError
+
+
+class ServiceAccountsController(PerNamespaceController):
+    def __init__(self, registry: Registry) -> None:
+        super().__init__(registry, [(NAMESPACES, namespace_to_sync),
+                                    (SERVICE_ACCOUNTS, service_account_to_sync)])
 
     async def sync(self, namespace: str) -> None:
         """Create the managed ServiceAccounts missing in `namespace` (kube's syncNamespace)."""

@@ -27,6 +27,10 @@ CONFIG_KEY_MSG = "a valid config key must consist of alphanumeric characters, '-
 _CONFIG_KEY = re.compile(CONFIG_KEY_FMT)
 IMMUTABLE_SET_MSG = "field is immutable when `immutable` is set"
 
+# Every namespace's copy of the cluster's CA (apiserver/rootca_publisher.py), which the
+# pods' kube-api-access volumes project as ca.crt.
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+
 
 def is_config_map_key(key: str) -> list[str]:
     """IsConfigMapKey: what a key of data, binaryData (and a Secret's data) may be."""

@@ -19,6 +19,7 @@ from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
 from apiserver.resources.container_handlers import default_handlers
 from apiserver.resources.pod_admission import default_toleration_seconds, unimplemented_causes
+from apiserver.resources.pod_serviceaccount import admit_service_account
 from apiserver.resources.pod_validation import (
     MIRROR_POD_ANNOTATION,
     validate_binding,
@@ -77,6 +78,13 @@ def admit_create(pod: dict[str, Any]) -> None:
     if timeline.RECORDING:
         metadata["annotations"] = {**(metadata.get("annotations") or {}),
                                    timeline.CREATED: micro_time()}
+
+
+async def admit_lookups(pod: dict[str, Any], registry: Any) -> None:
+    """The create's admission that reads other objects: Priority (the PriorityClass),
+    then ServiceAccount (the pod's account, its token volume)."""
+    await admit_pod(pod, registry)
+    await admit_service_account(pod, registry)
 
 
 def default_service_account(pod: dict[str, Any]) -> None:
@@ -552,7 +560,7 @@ PODS = Resource(
     merge_keys=MERGE_KEYS,
     admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy"),
                         ("spec", "priorityClassName")),
-    admit=admit_create, admit_lookup=admit_pod,
+    admit=admit_create, admit_lookup=admit_lookups,
 )
 
 __all__ = ["PODS", "validate_binding"]
