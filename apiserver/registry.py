@@ -268,6 +268,8 @@ class Registry:
         if manager is not None:
             obj = managed_fields.record_create(resource, obj, manager=manager, sent=pruned)
         resource.admit(obj)
+        if resource.mutating_admission is not None:
+            await resource.mutating_admission(obj, self)
         await self.admit_write(user, "CREATE", resource, namespace, name, obj, None)
         lease = await self.event_leases.lease() if resource.expires else 0
         requires = namespace_key(self.prefix, namespace or "") if resource.namespaced else None
@@ -316,6 +318,15 @@ class Registry:
         """Give back what a removed object held (its key is gone from etcd)."""
         if resource.release is not None:
             await resource.release(obj, self.allocations)
+
+    async def check_namespace_admits(self, resource_name: str, namespace: str,
+                                     name: str) -> None:
+        """NamespaceLifecycle now, for an admission that must not speak first: a namespace
+        that does not exist is its 404, one being terminated its 403."""
+        if await self.get_recent(NAMESPACES, None, namespace) is None:
+            raise errors.not_found("namespaces", namespace)
+        check_create(await self._namespace_terminating(namespace), resource_name, name,
+                     namespace)
 
     async def _namespace_terminating(self, namespace: str) -> bool:
         """The NamespaceLifecycle check, on the watch cache as kube's on its informer; etcd

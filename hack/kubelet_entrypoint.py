@@ -9,7 +9,8 @@ itself leaves its pods running when it stops, as the real one does (a restarted 
 adopts them; `make up` relies on that), so this wrapper does the node's teardown: it
 forwards SIGTERM/SIGINT to the kubelet, waits for it to exit, then force-removes every
 container labelled `io.kubelite.managed=true` and `io.kubelite.node=<its node>`, nothing
-else. Pods stay in etcd: the next `docker compose up` runs them again.
+else, and the pods' files under its --root-dir (their volumes: tokens, ConfigMap and Secret
+copies). Pods stay in etcd: the next `docker compose up` runs them again.
 A kubelet that exits on its own (a crash) is not cleaned up after, so its pods survive.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     log.info("node %s stopped: removed %d pod container(s)%s", node, len(removed),
              f": {', '.join(sorted(removed))}" if removed else "")
+    root_dir = kubelet_flag(kubelet_args, "--root-dir")
+    if root_dir:
+        shutil.rmtree(Path(root_dir) / "pods", ignore_errors=True)
     return 0
 
 

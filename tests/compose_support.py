@@ -49,7 +49,7 @@ def build_images() -> None:
 def project_env(nodes: Nodes, state: Path) -> dict[str, str]:
     """The compose file's settings for a project of its own (docker-compose.yml's header)."""
     service_net = unique_service_net()
-    return {**OFFLINE_IMAGES, "KUBELITE_STATE": str(state),
+    return {**OFFLINE_IMAGES, "KUBELITE_STATE": str(state), "KUBELET_ROOT": str(state / "kubelet"),
             "APISERVER_PORT": str(free_port()),
             "ETCD_CLIENT_PORT": str(free_port()), "ETCD_PEER_PORT": str(free_port()),
             "SCHEDULER_PORT": str(free_port()), "CONTROLLER_MANAGER_PORT": str(free_port()),

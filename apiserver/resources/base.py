@@ -111,6 +111,11 @@ class Resource:
     # Admission that reads other objects, on create, before the defaults: (the object,
     # the registry) -> None, changing it in place or refusing it (Priority admission).
     admit_lookup: Callable[[Object, Any], Awaitable[None]] | None = None
+    # Mutating admission that reads other objects, on create, once the field manager
+    # recorded the create (what it adds belongs to no manager, as in kube, so an apply
+    # never takes it away) and validating admission passed: (the object, the registry)
+    # -> None, changing it in place or refusing it (the ServiceAccount admission).
+    mutating_admission: Callable[[Object, Any], Awaitable[None]] | None = None
     # The same on update (a PUT, a patch, an apply; not a subresource), after validation:
     # (the new object, the stored one, the registry) -> None or refused.
     admit_update_lookup: Callable[[Object, Object, Any], Awaitable[None]] | None = None

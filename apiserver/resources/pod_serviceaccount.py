@@ -97,14 +97,15 @@ def mount_service_account_token(pod: dict[str, Any], *,
 
 async def admit_service_account(pod: dict[str, Any], registry: Any) -> None:
     """The plugin's Admit for a pod create: Forbidden when its ServiceAccount does not
-    exist; the token volume when it should be mounted."""
+    exist (after NamespaceLifecycle had its say: a missing or terminating namespace is
+    that plugin's refusal); the token volume when it should be mounted."""
     if not getattr(registry, "mount_service_account_tokens", False) or is_mirror_pod(pod):
         return
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
     name = service_account_name(pod)
-    service_account = await _service_account(registry, namespace, name)
+    pod_name = str((pod.get("metadata") or {}).get("name") or "")
+    service_account = await _service_account(registry, namespace, name, pod_name)
     if service_account is None:
-        pod_name = (pod.get("metadata") or {}).get("name") or ""
         raise errors.Forbidden(
             f'pods "{pod_name}" is forbidden: error looking up service account '
             f'{namespace}/{name}: serviceaccount "{name}" not found',
@@ -113,14 +114,19 @@ async def admit_service_account(pod: dict[str, Any], registry: Any) -> None:
         mount_service_account_token(pod)
 
 
-async def _service_account(registry: Any, namespace: str, name: str
+async def _service_account(registry: Any, namespace: str, name: str, pod_name: str
                            ) -> dict[str, Any] | None:
+    """The ServiceAccount, from the watch cache (etcd for one it has not seen yet); the
+    default one is waited for a little. A miss first lets NamespaceLifecycle refuse a
+    namespace that is missing or going (kube runs that plugin first)."""
     attempts = DEFAULT_LOOKUP_ATTEMPTS if name == DEFAULT_SERVICE_ACCOUNT else 1
     for attempt in range(attempts):
-        if attempt:
-            await asyncio.sleep(random.uniform(0.1, 0.2))
         found: dict[str, Any] | None = await registry.get_recent(SERVICE_ACCOUNTS, namespace,
                                                                  name)
         if found is not None:
             return found
+        if attempt == 0:
+            await registry.check_namespace_admits("pods", namespace, pod_name)
+        if attempt + 1 < attempts:
+            await asyncio.sleep(random.uniform(0.1, 0.2))
     return None

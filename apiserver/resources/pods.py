@@ -80,13 +80,6 @@ def admit_create(pod: dict[str, Any]) -> None:
                                    timeline.CREATED: micro_time()}
 
 
-async def admit_lookups(pod: dict[str, Any], registry: Any) -> None:
-    """The create's admission that reads other objects: Priority (the PriorityClass),
-    then ServiceAccount (the pod's account, its token volume)."""
-    await admit_pod(pod, registry)
-    await admit_service_account(pod, registry)
-
-
 def default_service_account(pod: dict[str, Any]) -> None:
     """The ServiceAccount admission plugin's default: a pod runs as `default` (the
     deprecated `serviceAccount` field names it too, as v1 objects show it); mirror pods
@@ -560,7 +553,7 @@ PODS = Resource(
     merge_keys=MERGE_KEYS,
     admission_defaults=(("spec", "priority"), ("spec", "preemptionPolicy"),
                         ("spec", "priorityClassName")),
-    admit=admit_create, admit_lookup=admit_lookups,
+    admit=admit_create, admit_lookup=admit_pod, mutating_admission=admit_service_account,
 )
 
 __all__ = ["PODS", "validate_binding"]
