@@ -503,7 +503,7 @@ def reconcile(service: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
 
 @dataclass
 class _TriggerState:
-    pod_times: dict[str, datetime] = field(default_factory=dict)
+    pod_times: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # time, status
     service_time: datetime | None = None
 
 
@@ -517,26 +517,37 @@ class TriggerTimeTracker:
         self._states: dict[str, _TriggerState] = {}
 
     def compute(self, key: str, service: Mapping[str, Any],
-                pods: Sequence[Mapping[str, Any]]) -> datetime | None:
-        state = self._states.setdefault(key, _TriggerState())
+                pods: Sequence[Mapping[str, Any]], *, record: bool = True) -> datetime | None:
+        """The oldest trigger this sync is the first to see (None: none); `record=False`
+        leaves them unseen until `record` is called (once the slices were written: a
+        failed write retried still stamps its slices with the trigger)."""
+        state = self._states.get(key) or _TriggerState()
         earliest: datetime | None = None
-        pod_times: dict[str, datetime] = {}
+        pod_times: dict[str, tuple[datetime, str]] = {}
         for pod in pods:
-            condition = ready_condition(pod)
-            at = parse_time((condition or {}).get("lastTransitionTime"))
+            condition = ready_condition(pod) or {}
+            at = parse_time(condition.get("lastTransitionTime"))
             if at is None:
                 continue
             name = name_of(pod)
-            pod_times[name] = at
+            # Transition times have whole seconds: a pod Ready in the second it was
+            # created shows the same time with another status, which is a change too.
+            seen = (at, str(condition.get("status") or ""))
+            pod_times[name] = seen
             last = state.pod_times.get(name)
-            if last is None or at > last:
+            if last is None or at > last[0] or (at == last[0] and seen[1] != last[1]):
                 earliest = at if earliest is None else min(earliest, at)
         service_time = parse_time((service.get("metadata") or {}).get("creationTimestamp"))
         if service_time is not None and (state.service_time is None
                                          or service_time > state.service_time):
             earliest = service_time if earliest is None else min(earliest, service_time)
-        state.pod_times, state.service_time = pod_times, service_time
+        if record:
+            self._states[key] = _TriggerState(pod_times, service_time)
         return earliest
+
+    def record(self, key: str, service: Mapping[str, Any],
+               pods: Sequence[Mapping[str, Any]]) -> None:
+        self.compute(key, service, pods, record=True)
 
     def delete_service(self, key: str) -> None:
         self._states.pop(key, None)
@@ -787,11 +798,12 @@ class EndpointSliceController(QueueController):
             raise StaleInformerCache("EndpointSlice informer cache is out of date")
         plan = reconcile(service, pods, slices, self.nodes.get,
                          max_endpoints=self.max_endpoints)
-        with_trigger_time(plan, self.trigger_times.compute(key, service, pods))
+        with_trigger_time(plan, self.trigger_times.compute(key, service, pods, record=False))
         try:
             await self._apply(service, key, plan)
             if plan.errors:
                 raise RuntimeError("; ".join(plan.errors))
+            self.trigger_times.record(key, service, pods)
         except StaleInformerCache:
             raise
         except Exception as e:

@@ -379,10 +379,6 @@ class JobController(QueueController):
             else:
                 await self.recorder.event(job, "Warning", reason, message)
             return
-        if suspend_event is not None:
-            reason, message = suspend_event
-            log.info("job %s: %s", key, message.lower())
-            await self.recorder.event(job, "Normal", reason, message)
         left = deadline_left({**job, "status": status}, now)
         if left is not None:
             self.queue.add_after(key, left)
@@ -407,13 +403,21 @@ class JobController(QueueController):
                                              "True" for c in (p.get("status") or {}).get(
                                                  "conditions") or []))
         status.update(active=len(active), succeeded=succeeded, failed=failed, ready=ready)
-        if status != (job.get("status") or {}):
-            await self._write(job, status)
+        written = status == (job.get("status") or {}) or await self._write(job, status)
+        if suspend_event is not None and written:
+            # once the condition is stored: a write refused (409) is synced again, and
+            # that sync tells it, not this one (no event twice)
+            reason, message = suspend_event
+            log.info("job %s: %s", key, message.lower())
+            await self.recorder.event(job, "Normal", reason, message)
 
-    async def _write(self, job: Object, status: Object) -> None:
+    async def _write(self, job: Object, status: Object) -> bool:
+        """The status written (False: the job is gone, or changed meanwhile and queued)."""
         try:
             await self.client.update_status("jobs", {**job, "status": status})
         except NotFound:
-            return
+            return False
         except Conflict:
             self.queue.add(key_of(job))
+            return False
+        return True

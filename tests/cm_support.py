@@ -21,8 +21,10 @@ class ControllerManagerProcess:
             *(["--kubeconfig", str(kubeconfig)] if kubeconfig is not None else
               self.connection_args(apiserver, workdir / f"{name}.kubeconfig")),
             "--port", str(self.port), "--log-level", "info",
-            "--leader-elect-lease-duration", "4s", "--leader-elect-renew-deadline", "3s",
-            "--leader-elect-retry-period", "1s", *extra_args,
+            # kube's own timings: a leader whose renewal took over 3 s on a loaded machine
+            # gave up its lease and exited mid-test; a killed one is succeeded in <= 15 s
+            "--leader-elect-lease-duration", "15s", "--leader-elect-renew-deadline", "10s",
+            "--leader-elect-retry-period", "2s", *extra_args,
         ], workdir / f"{name}.log")
 
     @staticmethod

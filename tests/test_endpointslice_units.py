@@ -487,6 +487,28 @@ def test_trigger_time_is_the_earliest_change_new_since_the_last_sync() -> None:
     assert stamp(tracker.compute("default/web", created_at(T3), [])) == "2026-01-01T00:00:03Z"
 
 
+def test_a_pod_ready_in_the_second_it_was_created_is_a_new_trigger() -> None:
+    tracker = TriggerTimeTracker()
+    unready = ready_at("a", T1)
+    unready["status"]["conditions"][0]["status"] = "False"
+    tracker.compute("default/web", created_at(T0), [unready])
+    # Ready within the same second: the same lastTransitionTime, another status.
+    assert stamp(tracker.compute("default/web", created_at(T0), [ready_at("a", T1)])) \
+        == "2026-01-01T00:00:01Z"
+    assert tracker.compute("default/web", created_at(T0), [ready_at("a", T1)]) is None
+
+
+def test_a_trigger_stays_new_until_its_slices_were_written() -> None:
+    tracker = TriggerTimeTracker()
+    pods = [ready_at("a", T1)]
+    # A sync whose write failed did not record it: its retry stamps the same trigger.
+    for _ in range(2):
+        assert stamp(tracker.compute("default/web", created_at(T0), pods, record=False)) \
+            == "2026-01-01T00:00:00Z"
+    tracker.record("default/web", created_at(T0), pods)
+    assert tracker.compute("default/web", created_at(T0), pods) is None
+
+
 def test_trigger_time_annotates_the_written_slices_and_clears_without_a_trigger() -> None:
     svc = created_at(T0)
     plan = reconcile(svc, [ready_at("a", T1)], [], node_of)

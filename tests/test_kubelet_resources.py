@@ -10,7 +10,9 @@ and `kubectl describe node`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from kubelet.allocatable import (
     quantity_strings,
 )
 from kubelet.docker import container_create_body
+from kubelet.docker.runtime import may_await_oom_flag
 from kubelet.qos import oom_score_adj, pod_qos_class
 from kubelet.resources import container_resources, milli_cpu_to_quota, milli_cpu_to_shares
 from kubelet.status import generate_pod_status
@@ -42,6 +45,7 @@ from tests.docker_support import (
 )
 from tests.support import ApiServer, Kubectl, eventually, unique
 from tests.test_kubelet import create_pod, get_pod, pod_manifest, shell
+from tests.test_kubelet_status import instance
 
 D = Decimal
 GI, MI = 2**30, 2**20
@@ -332,6 +336,16 @@ async def test_a_container_over_its_memory_limit_is_oom_killed(
     pod = await get_pod(http, name)
     assert pod["status"]["phase"] == "Failed" and pod["status"]["qosClass"] == "Guaranteed"
     await http.delete(f"/api/v1/namespaces/default/pods/{name}")
+
+
+def test_a_fresh_sigkill_waits_for_dockers_oom_flag() -> None:
+    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
+    killed = instance("hog", state="exited", exit_code=137)
+    killed = dataclasses.replace(killed, finished_at=now - timedelta(seconds=0.5))
+    assert may_await_oom_flag(killed, now)
+    assert not may_await_oom_flag(dataclasses.replace(killed, oom_killed=True), now)
+    assert not may_await_oom_flag(dataclasses.replace(killed, exit_code=1), now)
+    assert not may_await_oom_flag(killed, now + timedelta(seconds=5))
 
 
 async def test_kubectl_describe_node_shows_allocated_resources_and_its_pods(

@@ -224,8 +224,13 @@ async def test_a_rolling_update_and_a_scale_down_send_no_request_to_a_dead_endpo
     assert stamped and all(stamped), slices
     cluster_ip = json.loads(cluster.kubectl("get", "service", name, "-o", "json")
                             )["spec"]["clusterIP"]
-    await eventually(lambda: answers(cluster_ip, 80, requests=10), timeout=30,
-                     what="the Service answering")
+
+    async def answering() -> bool:
+        try:
+            return bool(await answers(cluster_ip, 80, requests=10))
+        except OSError:  # refused (no rules for the endpoints yet) or timed out: not yet
+            return False
+    await eventually(answering, timeout=30, what="the Service answering")
 
     failed_at: list[float] = []
     failures: list[str] = []

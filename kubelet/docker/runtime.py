@@ -64,6 +64,18 @@ log = logging.getLogger(__name__)
 Inspected = TypeVar("Inspected", ContainerInfo, SandboxInfo)
 
 
+OOM_SETTLE_CHECKS = 4
+OOM_SETTLE_INTERVAL = 0.25
+OOM_SETTLE_WINDOW = 2.0  # seconds after the exit
+
+
+def may_await_oom_flag(info: ContainerInfo, now: datetime) -> bool:
+    """A container SIGKILLed (137) a moment ago, not (yet) flagged OOMKilled."""
+    return (info.state == "exited" and info.exit_code == 137 and not info.oom_killed
+            and info.finished_at is not None
+            and (now - info.finished_at).total_seconds() < OOM_SETTLE_WINDOW)
+
+
 class DockerRuntime:
     """`kubelet.runtime.Runtime` on the Docker Engine API, scoped to one node's containers."""
 
@@ -133,6 +145,18 @@ class DockerRuntime:
         info = container_from_inspect(data)
         if info.state != "exited":
             return self._remember(info)
+        for _ in range(OOM_SETTLE_CHECKS):
+            if not may_await_oom_flag(info, datetime.now(UTC)):
+                break
+            # Docker sets OOMKilled when containerd's OOM event comes, which on a busy
+            # machine can be just after the exit: an exited container is never inspected
+            # again, so a SIGKILL a moment ago waits for it a little (else "Error", not
+            # "OOMKilled").
+            await asyncio.sleep(OOM_SETTLE_INTERVAL)
+            again = await self.client.inspect_container(summary.id)
+            if again is None:
+                return None
+            data, info = again, container_from_inspect(again)
         message = self._messages.get(info.id)
         if message is None:
             message = await self._termination_message(info, data)
