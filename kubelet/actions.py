@@ -5,6 +5,11 @@ be (re)created, which containers to start (with which attempt number) and which 
 kill. Restarting the kubelet and recomputing gives the same answer, which is what makes
 adoption of running containers free of duplicates.
 
+Init containers follow computeInitContainerActions (`init_container_actions`): in order,
+each regular one to completion; a sidecar (`restartPolicy: Always`) only has to have
+started before the next, keeps running beside the app containers and is restarted alone
+when it exits, but never keeps a pod whose app containers are done alive.
+
 Ephemeral containers (`kubectl debug`) are started once each, when the runtime has no
 instance of them, and never again whatever the pod's restartPolicy; a running one is
 neither a reason to keep the sandbox nor a container to kill.
