@@ -145,12 +145,14 @@ class DockerRuntime:
         info = container_from_inspect(data)
         if info.state != "exited":
             return self._remember(info)
+        memory_limited = bool((data.get("HostConfig") or {}).get("Memory"))
         for _ in range(OOM_SETTLE_CHECKS):
-            if not may_await_oom_flag(info, datetime.now(UTC)):
+            if not memory_limited or not may_await_oom_flag(info, datetime.now(UTC)):
                 break
             # Docker sets OOMKilled when containerd's OOM event comes, which on a busy
             # machine can be just after the exit: an exited container is never inspected
-            # again, so a SIGKILL a moment ago waits for it a little (else "Error", not
+            # again, so a SIGKILL a moment ago of a container with a memory limit (only
+            # those are killed by their cgroup) waits for it a little (else "Error", not
             # "OOMKilled").
             await asyncio.sleep(OOM_SETTLE_INTERVAL)
             again = await self.client.inspect_container(summary.id)
