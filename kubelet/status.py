@@ -344,11 +344,6 @@ def initialized_condition(pod: Mapping[str, Any], statuses: list[dict[str, Any]]
     return {"status": True}
 
 
-def _spec_named(pod: Mapping[str, Any], group: str, name: str) -> Mapping[str, Any]:
-    return next((c for c in (pod.get("spec") or {}).get(group) or [] if c.get("name") == name),
-                {})
-
-
 def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase: str, *,
                    sandbox_ready: bool, now: datetime,
                    init_statuses: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -356,8 +351,9 @@ def pod_conditions(pod: Mapping[str, Any], statuses: list[dict[str, Any]], phase
     old = {c.get("type", ""): c for c in old_conditions}
     kept = [c for c in old_conditions if c.get("type") not in KUBELET_CONDITIONS]
     # GenerateContainersReadyCondition: the sidecars, then the app containers
-    sidecars = [s for s in init_statuses or []
-                if is_sidecar(_spec_named(pod, "initContainers", s["name"]))]
+    sidecar_names = {c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []
+                     if is_sidecar(c)}
+    sidecars = [s for s in init_statuses or [] if s["name"] in sidecar_names]
     unready = [s["name"] for s in [*sidecars, *statuses] if not s.get("ready")]
     if phase == "Succeeded":
         ready_args: dict[str, Any] = {"status": False, "reason": "PodCompleted"}

@@ -99,7 +99,7 @@ async def admit_service_account(pod: dict[str, Any], registry: Any) -> None:
     """The plugin's Admit for a pod create: Forbidden when its ServiceAccount does not
     exist (after NamespaceLifecycle had its say: a missing or terminating namespace is
     that plugin's refusal); the token volume when it should be mounted."""
-    if not getattr(registry, "mount_service_account_tokens", False) or is_mirror_pod(pod):
+    if not registry.mount_service_account_tokens or is_mirror_pod(pod):
         return
     namespace = str((pod.get("metadata") or {}).get("namespace") or "")
     name = service_account_name(pod)

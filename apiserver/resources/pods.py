@@ -19,9 +19,12 @@ from apiserver.objects import mark_for_deletion
 from apiserver.resources.base import Mutation, Resource, SubresourceUpdate
 from apiserver.resources.container_handlers import default_handlers
 from apiserver.resources.pod_admission import default_toleration_seconds, unimplemented_causes
-from apiserver.resources.pod_serviceaccount import admit_service_account
+from apiserver.resources.pod_serviceaccount import (
+    admit_service_account,
+    is_mirror_pod,
+    service_account_name,
+)
 from apiserver.resources.pod_validation import (
-    MIRROR_POD_ANNOTATION,
     validate_binding,
     validate_ephemeral_containers_update,
     validate_pod,
@@ -84,13 +87,10 @@ def default_service_account(pod: dict[str, Any]) -> None:
     """The ServiceAccount admission plugin's default: a pod runs as `default` (the
     deprecated `serviceAccount` field names it too, as v1 objects show it); mirror pods
     are left alone."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    if MIRROR_POD_ANNOTATION in annotations:
+    if is_mirror_pod(pod):
         return
     spec = pod.setdefault("spec", {})
-    name = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
-    spec["serviceAccountName"] = name
-    spec["serviceAccount"] = name
+    spec["serviceAccountName"] = spec["serviceAccount"] = service_account_name(pod)
 
 
 def default_pod(pod: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -1,10 +1,10 @@
 """The probe workers of one kubelet and their results (after kubelet's prober_manager.go
 and worker.go).
 
-`sync_pod` is called by each pod sync with the pod and its runtime view: every running
-container's probes (app containers and sidecars) get a worker (one task per probe, tied to the container's id, so a
-restarted container starts again from the initial results), and workers of containers
-that no longer run end. A worker waits `initialDelaySeconds` after the container started,
+`sync_pod` is called by each pod sync with the pod and its runtime view: the probes of
+every running app container and sidecar get a worker (one task per probe, tied to the
+container's id, so a restarted container starts again from the initial results), and
+workers of containers that no longer run end. A worker waits `initialDelaySeconds` after the container started,
 then probes every `periodSeconds`; readiness and liveness wait for a startup probe to
 succeed. Each failed attempt is an `Unhealthy` event; a settled result that changes
 pokes the pod's worker, whose sync reads it through `status` (ready / started) and
